@@ -1,0 +1,260 @@
+"""Attention scoring functions: additive (Bahdanau) and scaled dot-product attention.
+
+Both modules take queries, keys and values, score every query against every key, turn the
+scores into weights with a masked softmax, and return the weighted average of the values.
+They keep their last weights in ``attention_weights`` so that chapters can plot them.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from attention_book.masking import _combined_mask, causal_mask, masked_softmax
+
+__all__ = ["AdditiveAttention", "DotProductAttention"]
+
+
+def _check_dims(name: str, X: Tensor, allowed: tuple[int, ...], layout: str) -> None:
+    """Raise ``ValueError`` unless ``X`` has one of the ``allowed`` numbers of dimensions."""
+    if X.dim() not in allowed:
+        raise ValueError(
+            f"{name} must have {' or '.join(map(str, allowed))} dims {layout}, "
+            f"got shape {tuple(X.shape)}"
+        )
+
+
+def _check_keys_values(keys: Tensor, values: Tensor) -> None:
+    """Raise ``ValueError`` unless keys and values hold the same number of entries."""
+    if keys.shape[-2] != values.shape[-2]:
+        raise ValueError(
+            f"keys and values must have the same length (num_keys), got keys of shape "
+            f"{tuple(keys.shape)} and values of shape {tuple(values.shape)}"
+        )
+
+
+def _check_leading(queries: Tensor, keys: Tensor, values: Tensor) -> None:
+    """Raise ``ValueError`` unless the batch (and heads) axes of the three inputs agree."""
+    if not queries.shape[:-2] == keys.shape[:-2] == values.shape[:-2]:
+        raise ValueError(
+            "queries, keys and values must agree on their leading (batch[, num_heads]) axes, "
+            f"got shapes {tuple(queries.shape)}, {tuple(keys.shape)} and {tuple(values.shape)}"
+        )
+
+
+# --8<-- [start:AdditiveAttention]
+class AdditiveAttention(nn.Module):
+    """Additive attention (Bahdanau et al., 2015).
+
+    A query and a key of different sizes are projected to ``num_hiddens`` features, added, and
+    passed through tanh; a learned vector ``w_v`` turns the result into a score:
+
+    ``score(q, k) = w_v^T tanh(W_q q + W_k k)``.
+
+    The weights before dropout are kept in ``self.attention_weights``.
+
+    Args:
+        key_size: Size of each key vector.
+        query_size: Size of each query vector.
+        num_hiddens: Size of the hidden layer in which queries and keys are added.
+        dropout: Dropout probability applied to the attention weights.
+
+    Shapes:
+        - queries: ``(batch, num_queries, query_size)``
+        - keys: ``(batch, num_keys, key_size)``
+        - values: ``(batch, num_keys, value_dim)``
+        - valid_lens: ``(batch,)`` or ``(batch, num_queries)``
+        - attn_mask: bool, broadcastable to ``(batch, num_queries, num_keys)``
+        - output: ``(batch, num_queries, value_dim)``
+        - attention_weights: ``(batch, num_queries, num_keys)``
+    """
+
+    def __init__(self, key_size: int, query_size: int, num_hiddens: int, dropout: float = 0.0):
+        super().__init__()
+        self.key_size = key_size
+        self.query_size = query_size
+        self.W_k = nn.Linear(key_size, num_hiddens, bias=False)
+        self.W_q = nn.Linear(query_size, num_hiddens, bias=False)
+        self.w_v = nn.Linear(num_hiddens, 1, bias=False)
+        self.dropout = nn.Dropout(dropout)
+        self.attention_weights: Tensor | None = None
+
+    def forward(
+        self,
+        queries: Tensor,
+        keys: Tensor,
+        values: Tensor,
+        valid_lens: Tensor | None = None,
+        attn_mask: Tensor | None = None,
+    ) -> Tensor:
+        """Attend from each query to the keys and average the values.
+
+        Args:
+            queries: Query vectors.
+            keys: Key vectors.
+            values: Value vectors, one per key.
+            valid_lens: Optional number of valid keys per sequence or per query.
+            attn_mask: Optional boolean mask, ``True`` = may attend.
+
+        Returns:
+            The attention output, one value-sized vector per query.
+
+        Raises:
+            ValueError: If an input has the wrong number of dims, a feature size differs from
+                ``query_size``/``key_size``, keys and values differ in length, the batch sizes
+                differ, or a mask is malformed.
+        """
+        _check_dims("queries", queries, (3,), "(batch, num_queries, query_size)")
+        _check_dims("keys", keys, (3,), "(batch, num_keys, key_size)")
+        _check_dims("values", values, (3,), "(batch, num_keys, value_dim)")
+        if queries.shape[-1] != self.query_size:
+            raise ValueError(
+                f"queries must have last dim query_size={self.query_size}, "
+                f"got shape {tuple(queries.shape)}"
+            )
+        if keys.shape[-1] != self.key_size:
+            raise ValueError(
+                f"keys must have last dim key_size={self.key_size}, got shape {tuple(keys.shape)}"
+            )
+        _check_keys_values(keys, values)
+        _check_leading(queries, keys, values)
+        queries, keys = self.W_q(queries), self.W_k(keys)
+        # Add every query to every key by broadcasting:
+        # (batch, num_queries, 1, num_hiddens) + (batch, 1, num_keys, num_hiddens)
+        features = torch.tanh(queries.unsqueeze(2) + keys.unsqueeze(1))
+        scores = self.w_v(features).squeeze(-1)  # (batch, num_queries, num_keys)
+        self.attention_weights = masked_softmax(scores, valid_lens, attn_mask)
+        # (batch, num_queries, num_keys) @ (batch, num_keys, value_dim)
+        return torch.bmm(self.dropout(self.attention_weights), values)
+
+
+# --8<-- [end:AdditiveAttention]
+
+
+# --8<-- [start:DotProductAttention]
+class DotProductAttention(nn.Module):
+    """Scaled dot-product attention (Vaswani et al., 2017).
+
+    ``score(q, k) = q^T k / sqrt(d)``, where ``d`` is the size of queries and keys. Dividing by
+    ``sqrt(d)`` keeps the scores' variance near 1 however large ``d`` is, so the softmax does
+    not saturate.
+
+    Works on 3-D inputs ``(batch, n, d)`` and on 4-D inputs ``(batch, num_heads, n, d)``.
+
+    Two paths compute the same function:
+
+    - ``need_weights=True`` (the default): the explicit path written out below. It keeps the
+      weights (before dropout) in ``self.attention_weights`` for plotting.
+    - ``need_weights=False``: the fused path, ``torch.nn.functional.scaled_dot_product_attention``,
+      which is faster and uses less memory but never materialises the weights, so
+      ``self.attention_weights`` is set to ``None``. Fully masked rows still give zero output.
+      With dropout in training mode the two paths draw different random masks.
+
+    Choose the path in the constructor, or per call with the ``need_weights`` argument of
+    ``forward``.
+
+    Args:
+        dropout: Dropout probability applied to the attention weights.
+        need_weights: Default path: explicit with weights (``True``) or fused (``False``).
+
+    Shapes:
+        - queries: ``(batch, [num_heads,] num_queries, d)``
+        - keys: ``(batch, [num_heads,] num_keys, d)``
+        - values: ``(batch, [num_heads,] num_keys, value_dim)``
+        - valid_lens: ``(batch,)`` or ``(batch, num_queries)``, shared by all heads
+        - attn_mask: bool, broadcastable to ``(batch, [num_heads,] num_queries, num_keys)``
+        - output: ``(batch, [num_heads,] num_queries, value_dim)``
+        - attention_weights: ``(batch, [num_heads,] num_queries, num_keys)``
+    """
+
+    def __init__(self, dropout: float = 0.0, need_weights: bool = True):
+        super().__init__()
+        self.dropout = nn.Dropout(dropout)
+        self.need_weights = need_weights
+        self.attention_weights: Tensor | None = None
+
+    def forward(
+        self,
+        queries: Tensor,
+        keys: Tensor,
+        values: Tensor,
+        valid_lens: Tensor | None = None,
+        attn_mask: Tensor | None = None,
+        is_causal: bool = False,
+        need_weights: bool | None = None,
+    ) -> Tensor:
+        """Attend from each query to the keys and average the values.
+
+        Args:
+            queries: Query vectors.
+            keys: Key vectors, the same size ``d`` as the queries.
+            values: Value vectors, one per key.
+            valid_lens: Optional number of valid keys per sequence or per query.
+            attn_mask: Optional boolean mask, ``True`` = may attend.
+            is_causal: If ``True``, query ``i`` may attend only keys ``j <= i`` (top-left
+                alignment, as ``scaled_dot_product_attention(is_causal=True)``); combined with
+                the other masks.
+            need_weights: Overrides the constructor's choice of path for this call.
+
+        Returns:
+            The attention output, one value-sized vector per query.
+
+        Raises:
+            ValueError: If the inputs do not have 3 or 4 dims (all the same), queries and keys
+                differ in size ``d``, keys and values differ in length, the leading axes
+                differ, or a mask is malformed.
+        """
+        layout = "(batch, [num_heads,] n, d)"
+        _check_dims("queries", queries, (3, 4), layout)
+        _check_dims("keys", keys, (queries.dim(),), layout + " like queries")
+        _check_dims("values", values, (queries.dim(),), layout + " like queries")
+        if queries.shape[-1] != keys.shape[-1]:
+            raise ValueError(
+                f"queries and keys must have the same size d (last dim), got queries of shape "
+                f"{tuple(queries.shape)} and keys of shape {tuple(keys.shape)}"
+            )
+        _check_keys_values(keys, values)
+        _check_leading(queries, keys, values)
+        if need_weights is None:
+            need_weights = self.need_weights
+        num_queries, num_keys = queries.shape[-2], keys.shape[-2]
+        if is_causal:
+            causal = causal_mask(num_queries, num_keys, device=queries.device)
+            attn_mask = causal if attn_mask is None else attn_mask & causal
+        if not need_weights:
+            self.attention_weights = None
+            return self._fused(queries, keys, values, valid_lens, attn_mask)
+        d = queries.shape[-1]
+        # (batch, [num_heads,] num_queries, d) @ (batch, [num_heads,] d, num_keys)
+        scores = torch.matmul(queries, keys.transpose(-2, -1)) / math.sqrt(d)
+        self.attention_weights = masked_softmax(scores, valid_lens, attn_mask)
+        # (batch, [num_heads,] num_queries, num_keys) @ (batch, [num_heads,] num_keys, value_dim)
+        return torch.matmul(self.dropout(self.attention_weights), values)
+
+    def _fused(
+        self,
+        queries: Tensor,
+        keys: Tensor,
+        values: Tensor,
+        valid_lens: Tensor | None,
+        attn_mask: Tensor | None,
+    ) -> Tensor:
+        """The same attention through PyTorch's fused kernel (no weights are kept)."""
+        scores_shape = (*queries.shape[:-1], keys.shape[-2])
+        mask = _combined_mask(scores_shape, queries.device, valid_lens, attn_mask)
+        dropout_p = self.dropout.p if self.training else 0.0
+        if mask is None:
+            return F.scaled_dot_product_attention(queries, keys, values, dropout_p=dropout_p)
+        # Let fully masked rows attend everywhere inside the kernel, then zero their output:
+        # no backend can produce NaN for them, and their gradient is zero.
+        row_has_key = mask.any(dim=-1, keepdim=True)  # (..., num_queries, 1)
+        output = F.scaled_dot_product_attention(
+            queries, keys, values, attn_mask=mask | ~row_has_key, dropout_p=dropout_p
+        )
+        return output.masked_fill(~row_has_key, 0.0)
+
+
+# --8<-- [end:DotProductAttention]
