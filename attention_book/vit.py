@@ -1,0 +1,284 @@
+"""The Vision Transformer (ViT) of Dosovitskiy et al. (2021): an image as a sequence of patches.
+
+ViT cuts an image into square patches, maps each patch linearly to a vector (a strided
+convolution does exactly that), puts a learnable "class" token in front, adds a learnable
+position embedding, and runs a pre-norm Transformer encoder. The class token's final vector,
+after a LayerNorm, goes through a linear head to give the class logits.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor, nn
+
+from attention_book.multihead import MultiHeadAttention
+
+__all__ = ["PatchEmbedding", "ViT", "ViTBlock", "ViTMLP"]
+
+
+def _pair(name: str, size: int | tuple[int, int]) -> tuple[int, int]:
+    """Return ``size`` as (height, width), accepting an int for a square."""
+    pair = (size, size) if isinstance(size, int) else tuple(size)
+    if len(pair) != 2 or not all(isinstance(s, int) and s > 0 for s in pair):
+        raise ValueError(f"{name} must be a positive int or (height, width), got {size!r}")
+    return pair  # type: ignore[return-value]
+
+
+# --8<-- [start:PatchEmbedding]
+class PatchEmbedding(nn.Module):
+    """Cut an image into patches and map each patch to a ``num_hiddens`` vector.
+
+    A convolution whose kernel size and stride both equal the patch size sees each patch
+    exactly once, and applies the same linear map to every flattened patch: it is the patch
+    embedding of ViT in one call.
+
+    Args:
+        img_size: Image size, an int for a square image or (height, width).
+        patch_size: Patch size, an int for square patches or (height, width).
+        num_hiddens: Size of each patch's embedding.
+        in_channels: Number of image channels.
+
+    Attributes:
+        num_patches: Number of patches per image, ``(height // ph) * (width // pw)``.
+
+    Shapes:
+        - X: ``(batch, in_channels, height, width)``
+        - returns: ``(batch, num_patches, num_hiddens)``, patches in row-major order
+
+    Raises:
+        ValueError: If the image size is not divisible by the patch size.
+    """
+
+    def __init__(
+        self,
+        img_size: int | tuple[int, int] = 96,
+        patch_size: int | tuple[int, int] = 16,
+        num_hiddens: int = 512,
+        in_channels: int = 3,
+    ) -> None:
+        super().__init__()
+        self.img_size = _pair("img_size", img_size)
+        self.patch_size = _pair("patch_size", patch_size)
+        if any(i % p for i, p in zip(self.img_size, self.patch_size, strict=True)):
+            raise ValueError(
+                f"img_size {self.img_size} must be divisible by patch_size {self.patch_size} "
+                "in both height and width"
+            )
+        self.in_channels = in_channels
+        self.num_patches = (self.img_size[0] // self.patch_size[0]) * (
+            self.img_size[1] // self.patch_size[1]
+        )
+        self.conv = nn.Conv2d(
+            in_channels, num_hiddens, kernel_size=self.patch_size, stride=self.patch_size
+        )
+
+    def forward(self, X: Tensor) -> Tensor:
+        """Embed every patch of a batch of images.
+
+        Args:
+            X: Images.
+
+        Returns:
+            One embedding per patch.
+
+        Raises:
+            ValueError: If ``X`` is not (batch, in_channels, height, width) with the
+                configured channels and size.
+        """
+        expected = (self.in_channels, *self.img_size)
+        if X.dim() != 4 or tuple(X.shape[1:]) != expected:
+            raise ValueError(
+                f"X must have shape (batch, in_channels, height, width) = "
+                f"(batch, {', '.join(map(str, expected))}), got {tuple(X.shape)}"
+            )
+        X = self.conv(X)  # (batch, num_hiddens, height // ph, width // pw)
+        return X.flatten(2).transpose(1, 2)  # (batch, num_patches, num_hiddens)
+
+
+# --8<-- [end:PatchEmbedding]
+
+
+# --8<-- [start:ViTMLP]
+class ViTMLP(nn.Module):
+    """The MLP of a ViT block: Linear, GELU, dropout, Linear, dropout.
+
+    Args:
+        mlp_num_hiddens: Width of the hidden layer.
+        mlp_num_outputs: Size of each output vector.
+        dropout: Dropout after the GELU and after the second Linear.
+        mlp_num_inputs: Size of each input vector; defaults to ``mlp_num_outputs``, as in a
+            Transformer block where the MLP maps the model width back to itself.
+
+    Shapes:
+        - X: ``(..., mlp_num_inputs)``
+        - returns: ``(..., mlp_num_outputs)``
+    """
+
+    def __init__(
+        self,
+        mlp_num_hiddens: int,
+        mlp_num_outputs: int,
+        dropout: float = 0.5,
+        mlp_num_inputs: int | None = None,
+    ) -> None:
+        super().__init__()
+        if mlp_num_inputs is None:
+            mlp_num_inputs = mlp_num_outputs
+        self.dense1 = nn.Linear(mlp_num_inputs, mlp_num_hiddens)
+        self.gelu = nn.GELU()
+        self.dropout1 = nn.Dropout(dropout)
+        self.dense2 = nn.Linear(mlp_num_hiddens, mlp_num_outputs)
+        self.dropout2 = nn.Dropout(dropout)
+
+    def forward(self, X: Tensor) -> Tensor:
+        """Transform every position independently.
+
+        Args:
+            X: Input vectors.
+
+        Returns:
+            The transformed vectors.
+        """
+        return self.dropout2(self.dense2(self.dropout1(self.gelu(self.dense1(X)))))
+
+
+# --8<-- [end:ViTMLP]
+
+
+# --8<-- [start:ViTBlock]
+class ViTBlock(nn.Module):
+    """A pre-norm Transformer encoder block, as in ViT.
+
+    ``X = X + Attention(LayerNorm(X))``, then ``X = X + MLP(LayerNorm(X))``. With the same
+    weights and ``use_bias=True`` it computes what
+    ``nn.TransformerEncoderLayer(norm_first=True, activation="gelu", batch_first=True)``
+    computes.
+
+    Args:
+        num_hiddens: Model width.
+        norm_shape: Shape normalized by the LayerNorms, usually ``num_hiddens``.
+        mlp_num_hiddens: Hidden width of the MLP.
+        num_heads: Number of attention heads.
+        dropout: Dropout on attention weights and inside the MLP.
+        use_bias: Whether the attention projections have biases.
+
+    Shapes:
+        - X: ``(batch, num_steps, num_hiddens)``
+        - valid_lens: ``(batch,)`` or ``(batch, num_steps)``
+        - returns: ``(batch, num_steps, num_hiddens)``
+    """
+
+    def __init__(
+        self,
+        num_hiddens: int,
+        norm_shape: int | tuple[int, ...],
+        mlp_num_hiddens: int,
+        num_heads: int,
+        dropout: float,
+        use_bias: bool = False,
+    ) -> None:
+        super().__init__()
+        self.ln1 = nn.LayerNorm(norm_shape)
+        self.self_attention = MultiHeadAttention(num_hiddens, num_heads, dropout, use_bias)
+        self.ln2 = nn.LayerNorm(norm_shape)
+        self.mlp = ViTMLP(mlp_num_hiddens, num_hiddens, dropout, mlp_num_inputs=num_hiddens)
+
+    def forward(self, X: Tensor, valid_lens: Tensor | None = None) -> Tensor:
+        """Run the block.
+
+        Args:
+            X: Input vectors, one per position (the class token and the patches).
+            valid_lens: Optional number of positions each sequence may attend to.
+
+        Returns:
+            Output vectors, one per position.
+        """
+        H = self.ln1(X)
+        X = X + self.self_attention(H, H, H, valid_lens)
+        return X + self.mlp(self.ln2(X))
+
+
+# --8<-- [end:ViTBlock]
+
+
+# --8<-- [start:ViT]
+class ViT(nn.Module):
+    """The Vision Transformer: patch embedding, class token, pre-norm blocks, linear head.
+
+    After each call, ``attention_weights[i]`` holds block ``i``'s self-attention weights;
+    position 0 is the class token, positions 1.. are the patches in row-major order.
+
+    Args:
+        img_size: Image size, an int for a square image or (height, width).
+        patch_size: Patch size, an int or (height, width); must divide ``img_size``.
+        num_hiddens: Model width.
+        mlp_num_hiddens: Hidden width of each block's MLP.
+        num_heads: Number of attention heads.
+        num_blks: Number of blocks.
+        emb_dropout: Dropout on the embeddings (patches, class token and positions).
+        blk_dropout: Dropout inside the blocks.
+        use_bias: Whether the attention projections have biases.
+        num_classes: Number of output classes.
+        in_channels: Number of image channels.
+
+    Shapes:
+        - X: ``(batch, in_channels, height, width)``
+        - returns: ``(batch, num_classes)`` logits
+        - attention_weights[i]: ``(batch, num_heads, num_patches + 1, num_patches + 1)``
+
+    Raises:
+        ValueError: If the image size is not divisible by the patch size.
+    """
+
+    def __init__(
+        self,
+        img_size: int | tuple[int, int],
+        patch_size: int | tuple[int, int],
+        num_hiddens: int,
+        mlp_num_hiddens: int,
+        num_heads: int,
+        num_blks: int,
+        emb_dropout: float,
+        blk_dropout: float,
+        use_bias: bool = False,
+        num_classes: int = 10,
+        in_channels: int = 3,
+    ) -> None:
+        super().__init__()
+        self.patch_embedding = PatchEmbedding(img_size, patch_size, num_hiddens, in_channels)
+        self.cls_token = nn.Parameter(torch.zeros(1, 1, num_hiddens))
+        num_steps = self.patch_embedding.num_patches + 1  # the patches and the class token
+        # Small random start, as in ViT implementations (a zero start would make positions equal).
+        self.pos_embedding = nn.Parameter(torch.randn(1, num_steps, num_hiddens) * 0.02)
+        self.dropout = nn.Dropout(emb_dropout)
+        self.blks = nn.ModuleList(
+            ViTBlock(num_hiddens, num_hiddens, mlp_num_hiddens, num_heads, blk_dropout, use_bias)
+            for _ in range(num_blks)
+        )
+        self.head = nn.Sequential(nn.LayerNorm(num_hiddens), nn.Linear(num_hiddens, num_classes))
+        self.attention_weights: list[Tensor | None] = [None] * num_blks
+
+    def forward(self, X: Tensor) -> Tensor:
+        """Classify a batch of images.
+
+        Args:
+            X: Images.
+
+        Returns:
+            Class logits.
+
+        Raises:
+            ValueError: If ``X`` is not (batch, in_channels, height, width) with the
+                configured channels and size.
+        """
+        X = self.patch_embedding(X)  # (batch, num_patches, num_hiddens)
+        cls_tokens = self.cls_token.expand(X.shape[0], -1, -1)  # (batch, 1, num_hiddens)
+        X = torch.cat((cls_tokens, X), dim=1)  # (batch, num_patches + 1, num_hiddens)
+        X = self.dropout(X + self.pos_embedding)
+        for i, blk in enumerate(self.blks):
+            X = blk(X)
+            self.attention_weights[i] = blk.self_attention.attention_weights
+        return self.head(X[:, 0])  # (batch, num_classes): read out the class token
+
+
+# --8<-- [end:ViT]

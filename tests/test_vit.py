@@ -1,0 +1,218 @@
+import re
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from attention_book.vit import PatchEmbedding, ViT, ViTBlock, ViTMLP
+
+TOL = {"rtol": 0, "atol": 1e-10}
+
+
+def randomize_(module: nn.Module, seed: int = 0) -> nn.Module:
+    """Give every parameter (LayerNorm scales and biases too) random values."""
+    generator = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for param in module.parameters():
+            param.copy_(torch.randn(param.shape, generator=generator, dtype=param.dtype) * 0.5)
+    return module
+
+
+def tiny_vit(**overrides) -> ViT:
+    config = dict(
+        img_size=16,
+        patch_size=4,
+        num_hiddens=32,
+        mlp_num_hiddens=64,
+        num_heads=4,
+        num_blks=2,
+        emb_dropout=0.0,
+        blk_dropout=0.0,
+    )
+    config.update(overrides)
+    return ViT(**config)
+
+
+# PatchEmbedding --------------------------------------------------------------------------
+
+
+def test_patch_embedding_d2l_call_shape():
+    patch_emb = PatchEmbedding(img_size=96, patch_size=16, num_hiddens=512)
+    assert patch_emb.num_patches == 36
+    assert patch_emb(torch.zeros(4, 3, 96, 96)).shape == (4, 36, 512)
+
+
+def patches_by_unfold(X, patch_size):
+    return F.unfold(X, kernel_size=patch_size, stride=patch_size).transpose(1, 2)
+
+
+def patches_by_reshape(X, patch_size):
+    batch, channels, height, width = X.shape
+    ph, pw = patch_size
+    X = X.reshape(batch, channels, height // ph, ph, width // pw, pw)
+    X = X.permute(0, 2, 4, 1, 3, 5)  # (batch, rows, cols, channels, ph, pw)
+    return X.reshape(batch, (height // ph) * (width // pw), channels * ph * pw)
+
+
+@pytest.mark.parametrize("cut", [patches_by_unfold, patches_by_reshape])
+@pytest.mark.parametrize(
+    ("img_size", "patch_size"), [(12, 4), ((8, 12), (4, 3)), ((10, 6), (5, 6))]
+)
+def test_patch_embedding_is_a_linear_map_of_flattened_patches(cut, img_size, patch_size):
+    patch_emb = PatchEmbedding(img_size, patch_size, num_hiddens=7, in_channels=2).double()
+    height, width = patch_emb.img_size
+    X = torch.randn(3, 2, height, width, dtype=torch.float64)
+    patches = cut(X, patch_emb.patch_size)  # (batch, num_patches, channels * ph * pw)
+    assert patches.shape[1] == patch_emb.num_patches
+    weight = patch_emb.conv.weight.reshape(7, -1)  # (num_hiddens, channels * ph * pw)
+    expected = patches @ weight.T + patch_emb.conv.bias
+    torch.testing.assert_close(patch_emb(X), expected, **TOL)
+
+
+def test_patch_embedding_rejects_indivisible_size():
+    with pytest.raises(ValueError, match=r"img_size \(30, 30\).*patch_size \(16, 16\)"):
+        PatchEmbedding(img_size=30, patch_size=16)
+    with pytest.raises(ValueError, match=r"img_size \(32, 30\).*patch_size \(8, 8\)"):
+        PatchEmbedding(img_size=(32, 30), patch_size=8)
+    with pytest.raises(ValueError, match="patch_size"):
+        PatchEmbedding(img_size=32, patch_size=0)
+
+
+@pytest.mark.parametrize("shape", [(3, 32, 32), (2, 1, 32, 32), (2, 3, 32, 16), (1, 2, 3, 32, 32)])
+def test_patch_embedding_rejects_wrong_input_shape(shape):
+    patch_emb = PatchEmbedding(img_size=32, patch_size=8, num_hiddens=16)
+    expected = r"X must have shape \(batch, in_channels, height, width\) = \(batch, 3, 32, 32\)"
+    with pytest.raises(ValueError, match=expected + r".*got " + re.escape(str(shape))):
+        patch_emb(torch.zeros(shape))
+
+
+# ViTMLP and ViTBlock ---------------------------------------------------------------------
+
+
+def test_vit_mlp_shapes_and_math():
+    mlp = ViTMLP(48, 24, 0.5)
+    mlp.eval()
+    assert mlp(torch.ones((2, 100, 24))).shape == (2, 100, 24)
+    mlp = ViTMLP(48, 5, 0.0, mlp_num_inputs=3).double()
+    X = torch.randn(2, 4, 3, dtype=torch.float64)
+    hidden = F.gelu(X @ mlp.dense1.weight.T + mlp.dense1.bias)
+    torch.testing.assert_close(mlp(X), hidden @ mlp.dense2.weight.T + mlp.dense2.bias, **TOL)
+
+
+def test_vit_mlp_dropout_is_active_in_training():
+    torch.manual_seed(0)
+    mlp = ViTMLP(64, 16, 0.5)
+    X = torch.randn(8, 16)
+    assert not torch.equal(mlp(X), mlp(X))
+    mlp.eval()
+    assert torch.equal(mlp(X), mlp(X))
+
+
+def copy_(ours: nn.Module, theirs: nn.Module) -> None:
+    with torch.no_grad():
+        theirs.weight.copy_(ours.weight)
+        theirs.bias.copy_(ours.bias)
+
+
+@pytest.mark.parametrize("padded", [False, True])
+def test_vit_block_matches_torch_pre_norm_gelu_encoder_layer(padded):
+    num_hiddens, num_heads, mlp_num_hiddens = 16, 4, 40
+    ours = ViTBlock(num_hiddens, num_hiddens, mlp_num_hiddens, num_heads, 0.0, use_bias=True)
+    ours = randomize_(ours.double())
+    theirs = nn.TransformerEncoderLayer(
+        num_hiddens,
+        num_heads,
+        mlp_num_hiddens,
+        dropout=0.0,
+        activation="gelu",
+        batch_first=True,
+        norm_first=True,
+        dtype=torch.float64,
+    )
+    attention = ours.self_attention
+    with torch.no_grad():
+        theirs.self_attn.in_proj_weight.copy_(
+            torch.cat([attention.W_q.weight, attention.W_k.weight, attention.W_v.weight])
+        )
+        theirs.self_attn.in_proj_bias.copy_(
+            torch.cat([attention.W_q.bias, attention.W_k.bias, attention.W_v.bias])
+        )
+    copy_(attention.W_o, theirs.self_attn.out_proj)
+    copy_(ours.ln1, theirs.norm1)
+    copy_(ours.ln2, theirs.norm2)
+    copy_(ours.mlp.dense1, theirs.linear1)
+    copy_(ours.mlp.dense2, theirs.linear2)
+    X = torch.randn(3, 7, num_hiddens, dtype=torch.float64)
+    valid_lens = torch.tensor([7, 3, 5]) if padded else None
+    mask = torch.arange(7)[None, :] >= valid_lens[:, None] if padded else None
+    torch.testing.assert_close(ours(X, valid_lens), theirs(X, src_key_padding_mask=mask), **TOL)
+
+
+def test_vit_block_d2l_call_shape():
+    X = torch.ones((2, 100, 24))
+    blk = ViTBlock(24, 24, 48, 8, 0.5)
+    blk.eval()
+    assert blk(X).shape == X.shape
+
+
+# ViT -------------------------------------------------------------------------------------
+
+
+def test_vit_shapes_and_attention_weights():
+    vit = tiny_vit(num_classes=7)
+    logits = vit(torch.randn(5, 3, 16, 16))
+    assert logits.shape == (5, 7)
+    assert vit.cls_token.shape == (1, 1, 32)
+    assert vit.pos_embedding.shape == (1, 16 + 1, 32)
+    assert [w.shape for w in vit.attention_weights] == [(5, 4, 17, 17)] * 2
+
+
+def test_vit_non_square_images_and_channels():
+    vit = tiny_vit(img_size=(8, 20), patch_size=(4, 5), in_channels=1, num_classes=3)
+    assert vit.patch_embedding.num_patches == 8
+    assert vit(torch.randn(2, 1, 8, 20)).shape == (2, 3)
+
+
+def test_vit_head_reads_the_class_token():
+    vit = tiny_vit()
+    seen = {}
+    vit.blks[-1].register_forward_hook(lambda module, args, out: seen.update(blocks=out))
+    vit.head.register_forward_hook(lambda module, args, out: seen.update(head_input=args[0]))
+    vit(torch.randn(2, 3, 16, 16))
+    assert torch.equal(seen["head_input"], seen["blocks"][:, 0])
+
+
+def test_vit_class_token_is_learned():
+    vit = tiny_vit()
+    vit(torch.randn(2, 3, 16, 16)).sum().backward()
+    assert vit.cls_token.grad is not None and vit.cls_token.grad.abs().sum() > 0
+    assert vit.pos_embedding.grad.abs().sum() > 0
+
+
+def test_vit_one_optimizer_step_lowers_the_loss():
+    torch.manual_seed(0)
+    vit = tiny_vit()
+    images, labels = torch.randn(8, 3, 16, 16), torch.randint(0, 10, (8,))
+    optimizer = torch.optim.Adam(vit.parameters(), lr=1e-3)
+    loss = F.cross_entropy(vit(images), labels)
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+    with torch.no_grad():
+        new_loss = F.cross_entropy(vit(images), labels)
+    assert new_loss < loss.detach()
+
+
+@pytest.mark.parametrize(
+    ("shape", "got"),
+    [((3, 16, 16), r"\(3, 16, 16\)"), ((2, 1, 16, 16), r"\(2, 1, 16, 16\)")],
+)
+def test_vit_rejects_wrong_dims_and_channels(shape, got):
+    with pytest.raises(ValueError, match=r"X must have shape.*\(batch, 3, 16, 16\).*" + got):
+        tiny_vit()(torch.randn(shape))
+
+
+def test_vit_rejects_indivisible_image_size():
+    with pytest.raises(ValueError, match=r"img_size \(18, 18\).*patch_size \(4, 4\)"):
+        tiny_vit(img_size=18)
