@@ -1,0 +1,198 @@
+"""Multi-head attention: several scaled dot-product attentions side by side.
+
+Each head projects queries, keys and values to a smaller space of ``head_dim`` features and
+attends there. The heads run in parallel as one batched computation: the projected features
+are split into ``num_heads`` chunks, attention runs on the 4-D tensor
+``(batch, num_heads, n, head_dim)``, and the heads' outputs are concatenated and projected.
+"""
+
+from __future__ import annotations
+
+from torch import Tensor, nn
+
+from attention_book.attention import DotProductAttention, _check_dims, _check_keys_values
+
+__all__ = ["MultiHeadAttention", "merge_heads", "split_heads"]
+
+
+# --8<-- [start:split_heads]
+def split_heads(X: Tensor, num_heads: int) -> Tensor:
+    """Split the feature axis into heads and move the heads next to the batch axis.
+
+    Args:
+        X: Projected queries, keys or values.
+        num_heads: Number of heads; must divide ``num_hiddens``.
+
+    Returns:
+        A view of ``X`` with one ``head_dim = num_hiddens // num_heads`` slice per head.
+
+    Shapes:
+        - X: ``(batch, n, num_hiddens)``
+        - returns: ``(batch, num_heads, n, head_dim)``
+
+    Raises:
+        ValueError: If ``X`` is not 3-D or ``num_heads`` does not divide its last axis.
+    """
+    _check_dims("X", X, (3,), "(batch, n, num_hiddens)")
+    batch_size, n, num_hiddens = X.shape
+    if num_hiddens % num_heads != 0:
+        raise ValueError(
+            f"num_hiddens={num_hiddens} (last dim of X, shape {tuple(X.shape)}) must be "
+            f"divisible by num_heads={num_heads}"
+        )
+    X = X.view(batch_size, n, num_heads, num_hiddens // num_heads)  # (batch, n, heads, head_dim)
+    return X.transpose(1, 2)  # (batch, num_heads, n, head_dim)
+
+
+# --8<-- [end:split_heads]
+
+
+# --8<-- [start:merge_heads]
+def merge_heads(X: Tensor) -> Tensor:
+    """Concatenate the heads' features again: the inverse of :func:`split_heads`.
+
+    Args:
+        X: Per-head outputs.
+
+    Returns:
+        The heads' outputs side by side on the feature axis.
+
+    Shapes:
+        - X: ``(batch, num_heads, n, head_dim)``
+        - returns: ``(batch, n, num_heads * head_dim)``
+
+    Raises:
+        ValueError: If ``X`` is not 4-D.
+    """
+    _check_dims("X", X, (4,), "(batch, num_heads, n, head_dim)")
+    batch_size, num_heads, n, head_dim = X.shape
+    X = X.transpose(1, 2)  # (batch, n, num_heads, head_dim)
+    return X.reshape(batch_size, n, num_heads * head_dim)  # (batch, n, num_hiddens)
+
+
+# --8<-- [end:merge_heads]
+
+
+# --8<-- [start:MultiHeadAttention]
+class MultiHeadAttention(nn.Module):
+    """Multi-head attention (Vaswani et al., 2017).
+
+    ``MultiHead(Q, K, V) = Concat(head_1, ..., head_h) W_o`` with
+    ``head_i = Attention(Q W_q^i, K W_k^i, V W_v^i)``. The projections of all heads are stored
+    together in ``W_q``, ``W_k`` and ``W_v`` (``num_hiddens`` outputs each) and split with
+    :func:`split_heads`; each head has ``head_dim = num_hiddens // num_heads`` features.
+
+    Given the same weights it computes what ``torch.nn.MultiheadAttention(batch_first=True)``
+    computes. Two differences in the interface: masks here are ``True`` where a query **may**
+    attend (as in ``scaled_dot_product_attention``; ``nn.MultiheadAttention`` uses ``True`` for
+    "ignore"), and fully masked rows give zero output instead of NaN.
+
+    With ``need_weights=True`` (default) the explicit path keeps the per-head weights in
+    ``attention_weights``; with ``need_weights=False`` attention runs through PyTorch's fused
+    ``scaled_dot_product_attention`` and ``attention_weights`` is ``None``.
+
+    Args:
+        num_hiddens: Size of the projected queries, keys, values and of the output.
+        num_heads: Number of heads; must divide ``num_hiddens``.
+        dropout: Dropout probability on the attention weights.
+        bias: Whether the four linear layers have a bias.
+        query_size: Size of the input queries (default ``num_hiddens``).
+        key_size: Size of the input keys (default ``num_hiddens``).
+        value_size: Size of the input values (default ``num_hiddens``).
+        need_weights: Default path: explicit with weights (``True``) or fused (``False``).
+
+    Shapes:
+        - queries: ``(batch, num_queries, query_size)``
+        - keys: ``(batch, num_keys, key_size)``
+        - values: ``(batch, num_keys, value_size)``
+        - valid_lens: ``(batch,)`` or ``(batch, num_queries)``, shared by all heads
+        - attn_mask: bool, broadcastable to ``(batch, num_heads, num_queries, num_keys)``;
+          a 3-D mask ``(batch, num_queries, num_keys)`` is shared by all heads
+        - output: ``(batch, num_queries, num_hiddens)``
+        - attention_weights: ``(batch, num_heads, num_queries, num_keys)``
+
+    Raises:
+        ValueError: If ``num_hiddens`` is not divisible by ``num_heads``.
+    """
+
+    def __init__(
+        self,
+        num_hiddens: int,
+        num_heads: int,
+        dropout: float = 0.0,
+        bias: bool = False,
+        query_size: int | None = None,
+        key_size: int | None = None,
+        value_size: int | None = None,
+        need_weights: bool = True,
+    ):
+        super().__init__()
+        if num_heads <= 0 or num_hiddens % num_heads != 0:
+            raise ValueError(
+                f"num_hiddens={num_hiddens} must be divisible by num_heads={num_heads}"
+            )
+        self.num_heads = num_heads
+        self.head_dim = num_hiddens // num_heads
+        self.W_q = nn.Linear(query_size or num_hiddens, num_hiddens, bias=bias)
+        self.W_k = nn.Linear(key_size or num_hiddens, num_hiddens, bias=bias)
+        self.W_v = nn.Linear(value_size or num_hiddens, num_hiddens, bias=bias)
+        self.W_o = nn.Linear(num_hiddens, num_hiddens, bias=bias)
+        self.attention = DotProductAttention(dropout, need_weights=need_weights)
+
+    @property
+    def attention_weights(self) -> Tensor | None:
+        """Last per-head attention weights, ``(batch, num_heads, num_queries, num_keys)``."""
+        return self.attention.attention_weights
+
+    def forward(
+        self,
+        queries: Tensor,
+        keys: Tensor,
+        values: Tensor,
+        valid_lens: Tensor | None = None,
+        attn_mask: Tensor | None = None,
+        is_causal: bool = False,
+        need_weights: bool | None = None,
+    ) -> Tensor:
+        """Project, attend in every head, concatenate and project again.
+
+        Args:
+            queries: Query vectors.
+            keys: Key vectors.
+            values: Value vectors, one per key.
+            valid_lens: Optional number of valid keys per sequence or per query.
+            attn_mask: Optional boolean mask, ``True`` = may attend.
+            is_causal: If ``True``, query ``i`` may attend only keys ``j <= i`` (top-left).
+            need_weights: Overrides the constructor's choice of path for this call.
+
+        Returns:
+            The attention output.
+
+        Raises:
+            ValueError: If an input is not 3-D, has a feature size other than the layer's
+                input size, keys and values differ in length, or a mask is malformed.
+        """
+        for name, X, size_name, layer in (
+            ("queries", queries, "query_size", self.W_q),
+            ("keys", keys, "key_size", self.W_k),
+            ("values", values, "value_size", self.W_v),
+        ):
+            _check_dims(name, X, (3,), f"(batch, n, {size_name})")
+            if X.shape[-1] != layer.in_features:
+                raise ValueError(
+                    f"{name} must have last dim {size_name}={layer.in_features}, "
+                    f"got shape {tuple(X.shape)}"
+                )
+        _check_keys_values(keys, values)
+        if attn_mask is not None and attn_mask.dim() == 3:
+            attn_mask = attn_mask.unsqueeze(1)  # (batch, 1, num_queries, num_keys)
+        queries = split_heads(self.W_q(queries), self.num_heads)  # (batch, heads, n_q, head_dim)
+        keys = split_heads(self.W_k(keys), self.num_heads)  # (batch, heads, n_k, head_dim)
+        values = split_heads(self.W_v(values), self.num_heads)  # (batch, heads, n_k, head_dim)
+        output = self.attention(
+            queries, keys, values, valid_lens, attn_mask, is_causal, need_weights
+        )  # (batch, num_heads, num_queries, head_dim)
+        return self.W_o(merge_heads(output))  # (batch, num_queries, num_hiddens)
+
+
+# --8<-- [end:MultiHeadAttention]
