@@ -1,0 +1,602 @@
+"""The Transformer of Vaswani et al. (2017): encoder and decoder built from attention.
+
+A Transformer block has two or three sublayers: self-attention, (in the decoder) attention
+over the encoder's outputs, and a position-wise feed-forward network. Each sublayer sits on a
+residual connection with layer normalization. Two orders are in use:
+
+- **post-norm** (the paper): ``X = LayerNorm(X + Dropout(Sublayer(X)))``;
+- **pre-norm** (most models since GPT-2): ``X = X + Dropout(Sublayer(LayerNorm(X)))``, with one
+  more LayerNorm after the last block.
+
+Both orders are here, behind ``norm_first`` (the name PyTorch uses). With the same weights,
+each block computes exactly what ``torch.nn.TransformerEncoderLayer`` and
+``torch.nn.TransformerDecoderLayer`` compute; the tests check it.
+
+The decoder decodes step by step with a cache: each block keeps the inputs its self-attention
+has seen so far, so a new token attends to every earlier position without recomputing the
+earlier blocks.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor, nn
+
+from attention_book.masking import causal_mask
+from attention_book.multihead import MultiHeadAttention
+from attention_book.positional import PositionalEncoding
+
+__all__ = [
+    "AddNorm",
+    "DecoderState",
+    "PositionWiseFFN",
+    "TransformerDecoder",
+    "TransformerDecoderBlock",
+    "TransformerEncoder",
+    "TransformerEncoderBlock",
+]
+
+_ACTIVATIONS = {"relu": nn.ReLU, "gelu": nn.GELU}
+
+
+def _check_hidden_states(name: str, X: Tensor, num_hiddens: int) -> None:
+    """Raise ``ValueError`` unless ``X`` has shape (batch, num_steps, num_hiddens)."""
+    if X.dim() != 3 or X.shape[-1] != num_hiddens:
+        raise ValueError(
+            f"{name} must have shape (batch, num_steps, num_hiddens={num_hiddens}), "
+            f"got {tuple(X.shape)}"
+        )
+
+
+def _check_tokens(name: str, X: Tensor) -> None:
+    """Raise ``ValueError`` unless ``X`` is a 2-D tensor of token indices."""
+    if X.dim() != 2 or X.is_floating_point():
+        raise ValueError(
+            f"{name} must be an integer tensor of token indices with shape (batch, num_steps), "
+            f"got dtype {X.dtype} and shape {tuple(X.shape)}"
+        )
+
+
+# --8<-- [start:PositionWiseFFN]
+class PositionWiseFFN(nn.Module):
+    """The feed-forward sublayer: the same two-layer MLP applied at every position.
+
+    ``FFN(x) = W_2 activation(W_1 x + b_1) + b_2``. Because it acts on the last axis only, every
+    position is transformed independently, with shared weights: equal inputs give equal rows.
+
+    Args:
+        ffn_num_input: Size of each input vector (the model width, ``num_hiddens``).
+        ffn_num_hiddens: Width of the hidden layer (``4 * num_hiddens`` in the paper).
+        ffn_num_outputs: Size of each output vector.
+        activation: ``"relu"`` (the paper) or ``"gelu"`` (BERT, GPT, ViT).
+        dropout: Dropout after the activation (PyTorch's layers put it there too).
+
+    Shapes:
+        - X: ``(..., ffn_num_input)``, usually ``(batch, num_steps, ffn_num_input)``
+        - returns: ``(..., ffn_num_outputs)``
+    """
+
+    def __init__(
+        self,
+        ffn_num_input: int,
+        ffn_num_hiddens: int,
+        ffn_num_outputs: int,
+        activation: str = "relu",
+        dropout: float = 0.0,
+    ) -> None:
+        super().__init__()
+        if activation not in _ACTIVATIONS:
+            raise ValueError(
+                f"activation must be one of {sorted(_ACTIVATIONS)}, got {activation!r}"
+            )
+        self.dense1 = nn.Linear(ffn_num_input, ffn_num_hiddens)
+        self.activation = _ACTIVATIONS[activation]()
+        self.dropout = nn.Dropout(dropout)
+        self.dense2 = nn.Linear(ffn_num_hiddens, ffn_num_outputs)
+
+    def forward(self, X: Tensor) -> Tensor:
+        """Transform every position independently.
+
+        Args:
+            X: Input vectors, one per position.
+
+        Returns:
+            The transformed vectors.
+        """
+        return self.dense2(self.dropout(self.activation(self.dense1(X))))
+
+
+# --8<-- [end:PositionWiseFFN]
+
+
+# --8<-- [start:AddNorm]
+class AddNorm(nn.Module):
+    """A residual connection and a layer normalization around one sublayer.
+
+    Called as ``add_norm(X, Y)`` with ``Y = Sublayer(...)`` it returns
+    ``LayerNorm(X + Dropout(Y))``, the post-norm order of the paper.
+
+    With ``norm_first=True`` the LayerNorm moves to the sublayer's input instead: the block asks
+    ``add_norm.sublayer_input(X)`` for ``LayerNorm(X)``, runs the sublayer on it, and
+    ``add_norm(X, Y)`` returns ``X + Dropout(Y)``. A block can thus be written once for both
+    orders::
+
+        H = add_norm.sublayer_input(X)     # X (post-norm) or LayerNorm(X) (pre-norm)
+        X = add_norm(X, sublayer(H))
+
+    Args:
+        norm_shape: Shape normalized by the LayerNorm, usually ``num_hiddens``.
+        dropout: Dropout applied to the sublayer's output before the residual sum.
+        norm_first: ``False`` for post-norm (the paper), ``True`` for pre-norm.
+        bias: Whether the LayerNorm has a learnable bias.
+
+    Shapes:
+        - X, Y: ``(batch, num_steps, num_hiddens)``
+        - returns: ``(batch, num_steps, num_hiddens)``
+    """
+
+    def __init__(
+        self,
+        norm_shape: int | tuple[int, ...],
+        dropout: float,
+        norm_first: bool = False,
+        bias: bool = True,
+    ) -> None:
+        super().__init__()
+        self.norm_first = norm_first
+        self.dropout = nn.Dropout(dropout)
+        self.ln = nn.LayerNorm(norm_shape, bias=bias)
+
+    def sublayer_input(self, X: Tensor) -> Tensor:
+        """Return what the sublayer should read: ``LayerNorm(X)`` in pre-norm, else ``X``.
+
+        Args:
+            X: The residual stream entering the sublayer.
+
+        Returns:
+            The sublayer's input.
+        """
+        return self.ln(X) if self.norm_first else X
+
+    def forward(self, X: Tensor, Y: Tensor) -> Tensor:
+        """Add the sublayer's output ``Y`` to the residual stream ``X``.
+
+        Args:
+            X: The residual stream entering the sublayer.
+            Y: The sublayer's output.
+
+        Returns:
+            ``X + Dropout(Y)`` in pre-norm, ``LayerNorm(X + Dropout(Y))`` in post-norm.
+
+        Raises:
+            ValueError: If ``X`` and ``Y`` have different shapes.
+        """
+        if X.shape != Y.shape:
+            raise ValueError(
+                f"X and Y must have the same shape, got X {tuple(X.shape)} and Y {tuple(Y.shape)}"
+            )
+        if self.norm_first:
+            return X + self.dropout(Y)
+        return self.ln(X + self.dropout(Y))
+
+
+# --8<-- [end:AddNorm]
+
+
+# --8<-- [start:TransformerEncoderBlock]
+class TransformerEncoderBlock(nn.Module):
+    """One encoder block: multi-head self-attention, then a position-wise FFN.
+
+    Each sublayer sits in an :class:`AddNorm` (post-norm by default, pre-norm with
+    ``norm_first=True``). With the same weights and ``use_bias=True`` it computes what
+    ``nn.TransformerEncoderLayer(batch_first=True, norm_first=norm_first)`` computes.
+
+    Args:
+        num_hiddens: Model width, the size of every position's vector.
+        ffn_num_hiddens: Hidden width of the FFN.
+        num_heads: Number of attention heads.
+        dropout: Dropout on attention weights, inside the FFN and on each sublayer's output.
+        use_bias: Whether the attention projections have biases.
+        norm_first: ``False`` for post-norm (the paper), ``True`` for pre-norm.
+        activation: FFN activation, ``"relu"`` or ``"gelu"``.
+
+    Shapes:
+        - X: ``(batch, num_steps, num_hiddens)``
+        - valid_lens: ``(batch,)`` or ``(batch, num_steps)``
+        - returns: ``(batch, num_steps, num_hiddens)``
+    """
+
+    def __init__(
+        self,
+        num_hiddens: int,
+        ffn_num_hiddens: int,
+        num_heads: int,
+        dropout: float,
+        use_bias: bool = False,
+        norm_first: bool = False,
+        activation: str = "relu",
+    ) -> None:
+        super().__init__()
+        self.num_hiddens = num_hiddens
+        self.self_attention = MultiHeadAttention(num_hiddens, num_heads, dropout, use_bias)
+        self.addnorm1 = AddNorm(num_hiddens, dropout, norm_first)
+        self.ffn = PositionWiseFFN(num_hiddens, ffn_num_hiddens, num_hiddens, activation, dropout)
+        self.addnorm2 = AddNorm(num_hiddens, dropout, norm_first)
+
+    def forward(self, X: Tensor, valid_lens: Tensor | None = None) -> Tensor:
+        """Run the block.
+
+        Args:
+            X: Input vectors, one per position.
+            valid_lens: Optional number of real (non-padding) positions per sequence; keys past
+                it get zero attention weight.
+
+        Returns:
+            Output vectors, one per position.
+
+        Raises:
+            ValueError: If ``X`` does not have shape (batch, num_steps, num_hiddens).
+        """
+        _check_hidden_states("X", X, self.num_hiddens)
+        H = self.addnorm1.sublayer_input(X)
+        X = self.addnorm1(X, self.self_attention(H, H, H, valid_lens))
+        H = self.addnorm2.sublayer_input(X)
+        return self.addnorm2(X, self.ffn(H))
+
+
+# --8<-- [end:TransformerEncoderBlock]
+
+
+# --8<-- [start:TransformerEncoder]
+class TransformerEncoder(nn.Module):
+    """The Transformer encoder: embedding, positional encoding and a stack of blocks.
+
+    Token embeddings are multiplied by ``sqrt(num_hiddens)`` before the sinusoidal positional
+    encoding is added, so that both have a similar scale. In pre-norm a final LayerNorm
+    follows the last block (each pre-norm block leaves its output unnormalized).
+
+    After each call, ``attention_weights[i]`` holds block ``i``'s self-attention weights.
+
+    Args:
+        vocab_size: Number of tokens in the source vocabulary.
+        num_hiddens: Model width.
+        ffn_num_hiddens: Hidden width of each FFN.
+        num_heads: Number of attention heads.
+        num_blks: Number of encoder blocks.
+        dropout: Dropout rate used throughout.
+        use_bias: Whether the attention projections have biases.
+        norm_first: ``False`` for post-norm (the paper), ``True`` for pre-norm.
+        max_len: Longest sequence the positional encoding covers.
+
+    Shapes:
+        - X: ``(batch, num_steps)`` token indices
+        - valid_lens: ``(batch,)`` or ``(batch, num_steps)``
+        - returns: ``(batch, num_steps, num_hiddens)``
+        - attention_weights[i]: ``(batch, num_heads, num_steps, num_steps)``
+    """
+
+    def __init__(
+        self,
+        vocab_size: int,
+        num_hiddens: int,
+        ffn_num_hiddens: int,
+        num_heads: int,
+        num_blks: int,
+        dropout: float,
+        use_bias: bool = False,
+        norm_first: bool = False,
+        max_len: int = 1000,
+    ) -> None:
+        super().__init__()
+        self.num_hiddens = num_hiddens
+        self.embedding = nn.Embedding(vocab_size, num_hiddens)
+        self.pos_encoding = PositionalEncoding(num_hiddens, dropout, max_len)
+        self.blks = nn.ModuleList(
+            TransformerEncoderBlock(
+                num_hiddens, ffn_num_hiddens, num_heads, dropout, use_bias, norm_first
+            )
+            for _ in range(num_blks)
+        )
+        self.final_norm = nn.LayerNorm(num_hiddens) if norm_first else nn.Identity()
+        self.attention_weights: list[Tensor | None] = [None] * num_blks
+
+    def forward(self, X: Tensor, valid_lens: Tensor | None = None) -> Tensor:
+        """Encode a batch of token sequences.
+
+        Args:
+            X: Source token indices.
+            valid_lens: Optional number of real (non-padding) tokens per sequence.
+
+        Returns:
+            One vector per source position.
+
+        Raises:
+            ValueError: If ``X`` is not a 2-D integer tensor.
+        """
+        _check_tokens("X", X)
+        X = self.pos_encoding(self.embedding(X) * math.sqrt(self.num_hiddens))
+        for i, blk in enumerate(self.blks):
+            X = blk(X, valid_lens)
+            self.attention_weights[i] = blk.self_attention.attention_weights
+        return self.final_norm(X)
+
+
+# --8<-- [end:TransformerEncoder]
+
+
+# --8<-- [start:DecoderState]
+@dataclass
+class DecoderState:
+    """What the Transformer decoder carries from one call to the next.
+
+    Made by :meth:`TransformerDecoder.init_state`; every decoder call appends the positions it
+    decoded to ``key_values``, so the next call only needs the new tokens.
+
+    Attributes:
+        enc_outputs: The encoder's outputs, the keys and values of every block's
+            encoder-decoder attention.
+        enc_valid_lens: Number of real source tokens per sequence, or ``None``.
+        key_values: One entry per decoder block: the inputs its self-attention has received
+            at every position so far (they are that attention's keys and values), or ``None``
+            before the first call.
+
+    Shapes:
+        - enc_outputs: ``(batch, num_source_steps, num_hiddens)``
+        - enc_valid_lens: ``(batch,)``
+        - key_values[i]: ``(batch, num_decoded_steps, num_hiddens)``
+    """
+
+    enc_outputs: Tensor
+    enc_valid_lens: Tensor | None
+    key_values: list[Tensor | None]
+
+    @property
+    def num_decoded_steps(self) -> int:
+        """Number of target positions already in the cache."""
+        cached = self.key_values[0] if self.key_values else None
+        return 0 if cached is None else cached.shape[1]
+
+    def select(self, indices: Tensor) -> DecoderState:
+        """Return a new state with the batch rows ``indices`` (used by beam search).
+
+        Args:
+            indices: Integer batch indices to keep, in order; a row may repeat.
+
+        Returns:
+            The selected state; the cached tensors are new, so it can grow independently.
+        """
+
+        def pick(tensor: Tensor | None) -> Tensor | None:
+            return None if tensor is None else tensor.index_select(0, indices)
+
+        return DecoderState(
+            pick(self.enc_outputs),
+            pick(self.enc_valid_lens),
+            [pick(cached) for cached in self.key_values],
+        )
+
+
+# --8<-- [end:DecoderState]
+
+
+# --8<-- [start:TransformerDecoderBlock]
+class TransformerDecoderBlock(nn.Module):
+    """One decoder block: masked self-attention, encoder-decoder attention, then an FFN.
+
+    The self-attention is causal: a position attends to itself and to earlier positions only.
+    Its keys and values are every position decoded so far, kept in
+    ``state.key_values[i]``, so the block works the same whether it gets the whole target
+    sequence at once (training) or one new token per call (decoding). The encoder-decoder
+    attention uses the block's position vectors as queries and the encoder's outputs as keys
+    and values, ignoring source padding past ``state.enc_valid_lens``.
+
+    With the same weights and ``use_bias=True`` it computes what
+    ``nn.TransformerDecoderLayer(batch_first=True, norm_first=norm_first)`` computes with a
+    causal ``tgt_mask`` and a ``memory_key_padding_mask`` made from the valid lengths.
+
+    Args:
+        num_hiddens: Model width.
+        ffn_num_hiddens: Hidden width of the FFN.
+        num_heads: Number of attention heads.
+        dropout: Dropout on attention weights, inside the FFN and on each sublayer's output.
+        i: This block's index in the decoder: its slot in ``state.key_values``.
+        norm_first: ``False`` for post-norm (the paper), ``True`` for pre-norm.
+        use_bias: Whether the attention projections have biases.
+        activation: FFN activation, ``"relu"`` or ``"gelu"``.
+
+    Shapes:
+        - X: ``(batch, num_new_steps, num_hiddens)``
+        - returns: ``(batch, num_new_steps, num_hiddens)`` and the updated state
+    """
+
+    def __init__(
+        self,
+        num_hiddens: int,
+        ffn_num_hiddens: int,
+        num_heads: int,
+        dropout: float,
+        i: int,
+        norm_first: bool = False,
+        use_bias: bool = False,
+        activation: str = "relu",
+    ) -> None:
+        super().__init__()
+        self.i = i
+        self.num_hiddens = num_hiddens
+        self.self_attention = MultiHeadAttention(num_hiddens, num_heads, dropout, use_bias)
+        self.addnorm1 = AddNorm(num_hiddens, dropout, norm_first)
+        self.cross_attention = MultiHeadAttention(num_hiddens, num_heads, dropout, use_bias)
+        self.addnorm2 = AddNorm(num_hiddens, dropout, norm_first)
+        self.ffn = PositionWiseFFN(num_hiddens, ffn_num_hiddens, num_hiddens, activation, dropout)
+        self.addnorm3 = AddNorm(num_hiddens, dropout, norm_first)
+
+    def forward(self, X: Tensor, state: DecoderState) -> tuple[Tensor, DecoderState]:
+        """Run the block on the new target positions ``X``.
+
+        Args:
+            X: Vectors of the positions to decode now, which follow the cached ones.
+            state: The decoder state; ``state.key_values[self.i]`` is extended by this call.
+
+        Returns:
+            The output vectors of the new positions, and the same (updated) state.
+
+        Raises:
+            ValueError: If ``X`` does not have shape (batch, num_new_steps, num_hiddens).
+        """
+        _check_hidden_states("X", X, self.num_hiddens)
+        # 1. Masked self-attention over every position decoded so far, including the new ones.
+        H = self.addnorm1.sublayer_input(X)
+        cached = state.key_values[self.i]
+        key_values = H if cached is None else torch.cat((cached, H), dim=1)
+        state.key_values[self.i] = key_values  # (batch, num_decoded_steps, num_hiddens)
+        # New query t sits at position num_cached + t and may see keys 0..num_cached + t.
+        mask = causal_mask(
+            H.shape[1], key_values.shape[1], device=X.device, alignment="bottom-right"
+        )  # (num_new_steps, num_decoded_steps)
+        X = self.addnorm1(X, self.self_attention(H, key_values, key_values, attn_mask=mask))
+        # 2. Encoder-decoder attention: queries from the target, keys and values from the source.
+        H = self.addnorm2.sublayer_input(X)
+        Y = self.cross_attention(H, state.enc_outputs, state.enc_outputs, state.enc_valid_lens)
+        X = self.addnorm2(X, Y)
+        # 3. Position-wise feed-forward network.
+        H = self.addnorm3.sublayer_input(X)
+        return self.addnorm3(X, self.ffn(H)), state
+
+
+# --8<-- [end:TransformerDecoderBlock]
+
+
+# --8<-- [start:TransformerDecoder]
+class TransformerDecoder(nn.Module):
+    """The Transformer decoder: embedding, positional encoding, blocks and an output layer.
+
+    Give it the whole (shifted) target sequence to train; give it one token per call to decode
+    step by step. Both give the same outputs, because each call continues from the positions
+    cached in the state: the positional encoding starts at the first new position, and the
+    causal self-attention sees every cached position.
+
+    After each call ``self_attention_weights[i]`` and ``cross_attention_weights[i]`` hold block
+    ``i``'s weights for the positions of that call; ``attention_weights`` is the last block's
+    cross-attention averaged over heads (what the decoding functions of
+    :mod:`attention_book.seq2seq` record), and :meth:`reorder_state` serves their beam search.
+
+    Args:
+        vocab_size: Number of tokens in the target vocabulary.
+        num_hiddens: Model width.
+        ffn_num_hiddens: Hidden width of each FFN.
+        num_heads: Number of attention heads.
+        num_blks: Number of decoder blocks.
+        dropout: Dropout rate used throughout.
+        norm_first: ``False`` for post-norm (the paper), ``True`` for pre-norm.
+        use_bias: Whether the attention projections have biases.
+        max_len: Longest target sequence the positional encoding covers.
+
+    Shapes:
+        - X: ``(batch, num_new_steps)`` token indices
+        - returns: logits ``(batch, num_new_steps, vocab_size)`` and the updated state
+        - self_attention_weights[i]: ``(batch, num_heads, num_new_steps, num_decoded_steps)``
+        - cross_attention_weights[i]: ``(batch, num_heads, num_new_steps, num_source_steps)``
+    """
+
+    def __init__(
+        self,
+        vocab_size: int,
+        num_hiddens: int,
+        ffn_num_hiddens: int,
+        num_heads: int,
+        num_blks: int,
+        dropout: float,
+        norm_first: bool = False,
+        use_bias: bool = False,
+        max_len: int = 1000,
+    ) -> None:
+        super().__init__()
+        self.num_hiddens = num_hiddens
+        self.num_blks = num_blks
+        self.embedding = nn.Embedding(vocab_size, num_hiddens)
+        self.pos_encoding = PositionalEncoding(num_hiddens, dropout, max_len)
+        self.blks = nn.ModuleList(
+            TransformerDecoderBlock(
+                num_hiddens, ffn_num_hiddens, num_heads, dropout, i, norm_first, use_bias
+            )
+            for i in range(num_blks)
+        )
+        self.final_norm = nn.LayerNorm(num_hiddens) if norm_first else nn.Identity()
+        self.dense = nn.Linear(num_hiddens, vocab_size)
+        self.self_attention_weights: list[Tensor | None] = [None] * num_blks
+        self.cross_attention_weights: list[Tensor | None] = [None] * num_blks
+
+    def init_state(self, enc_outputs: Tensor, enc_valid_lens: Tensor | None = None) -> DecoderState:
+        """Start decoding a batch: remember the encoder's outputs, with an empty cache.
+
+        Args:
+            enc_outputs: The encoder's outputs.
+            enc_valid_lens: Number of real source tokens per sequence, or ``None``.
+
+        Returns:
+            A fresh :class:`DecoderState`.
+
+        Raises:
+            ValueError: If ``enc_outputs`` does not have shape
+                (batch, num_source_steps, num_hiddens).
+        """
+        _check_hidden_states("enc_outputs", enc_outputs, self.num_hiddens)
+        return DecoderState(enc_outputs, enc_valid_lens, [None] * self.num_blks)
+
+    def forward(self, X: Tensor, state: DecoderState) -> tuple[Tensor, DecoderState]:
+        """Decode the next ``num_new_steps`` target tokens.
+
+        Args:
+            X: Target token indices at the positions that follow the cached ones (the whole
+                shifted target in training, the last emitted token when decoding).
+            state: From :meth:`init_state` or the previous call; updated in place.
+
+        Returns:
+            Logits over the target vocabulary for each new position, and the updated state.
+
+        Raises:
+            ValueError: If ``X`` is not a 2-D integer tensor, or the sequence grows past
+                ``max_len``.
+        """
+        _check_tokens("X", X)
+        offset = state.num_decoded_steps
+        X = self.embedding(X) * math.sqrt(self.num_hiddens)
+        X = self.pos_encoding(X, offset=offset)
+        for i, blk in enumerate(self.blks):
+            X, state = blk(X, state)
+            self.self_attention_weights[i] = blk.self_attention.attention_weights
+            self.cross_attention_weights[i] = blk.cross_attention.attention_weights
+        return self.dense(self.final_norm(X)), state
+
+    def reorder_state(self, state: DecoderState, indices: Tensor) -> DecoderState:
+        """Keep (and repeat) the batch rows ``indices`` of a state, as beam search needs.
+
+        Args:
+            state: A decoder state.
+            indices: Integer batch indices to keep, in order.
+
+        Returns:
+            The selected state (see :meth:`DecoderState.select`).
+        """
+        return state.select(indices)
+
+    @property
+    def attention_weights(self) -> Tensor | None:
+        """The last block's encoder-decoder attention weights of the last call, mean over heads.
+
+        This is the one weight matrix per sentence that decoding functions such as
+        :func:`attention_book.seq2seq.greedy_decode` record (how much each new target
+        position looks at each source token). Every block and head is in
+        ``cross_attention_weights``; ``None`` before the first call.
+
+        Shapes:
+            - returns: ``(batch, num_new_steps, num_source_steps)``
+        """
+        weights = self.cross_attention_weights[-1] if self.num_blks else None
+        return None if weights is None else weights.mean(dim=1)
+
+
+# --8<-- [end:TransformerDecoder]
