@@ -12,6 +12,7 @@ import torch
 from torch import Tensor, nn
 
 from attention_book.multihead import MultiHeadAttention
+from attention_book.positional import LearnedPositionalEmbedding
 
 __all__ = ["PatchEmbedding", "ViT", "ViTBlock", "ViTMLP"]
 
@@ -248,9 +249,9 @@ class ViT(nn.Module):
         self.patch_embedding = PatchEmbedding(img_size, patch_size, num_hiddens, in_channels)
         self.cls_token = nn.Parameter(torch.zeros(1, 1, num_hiddens))
         num_steps = self.patch_embedding.num_patches + 1  # the patches and the class token
-        # Small random start, as in ViT implementations (a zero start would make positions equal).
-        self.pos_embedding = nn.Parameter(torch.randn(1, num_steps, num_hiddens) * 0.02)
-        self.dropout = nn.Dropout(emb_dropout)
+        # One learned vector per position (and dropout after adding it), table shape
+        # (1, num_steps, num_hiddens) in pos_embedding.P.
+        self.pos_embedding = LearnedPositionalEmbedding(num_hiddens, emb_dropout, num_steps)
         self.blks = nn.ModuleList(
             ViTBlock(num_hiddens, num_hiddens, mlp_num_hiddens, num_heads, blk_dropout, use_bias)
             for _ in range(num_blks)
@@ -274,7 +275,7 @@ class ViT(nn.Module):
         X = self.patch_embedding(X)  # (batch, num_patches, num_hiddens)
         cls_tokens = self.cls_token.expand(X.shape[0], -1, -1)  # (batch, 1, num_hiddens)
         X = torch.cat((cls_tokens, X), dim=1)  # (batch, num_patches + 1, num_hiddens)
-        X = self.dropout(X + self.pos_embedding)
+        X = self.pos_embedding(X)  # dropout(X + P): add each position's learned vector
         for i, blk in enumerate(self.blks):
             X = blk(X)
             self.attention_weights[i] = blk.self_attention.attention_weights

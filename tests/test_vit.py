@@ -164,7 +164,7 @@ def test_vit_shapes_and_attention_weights():
     logits = vit(torch.randn(5, 3, 16, 16))
     assert logits.shape == (5, 7)
     assert vit.cls_token.shape == (1, 1, 32)
-    assert vit.pos_embedding.shape == (1, 16 + 1, 32)
+    assert vit.pos_embedding.P.shape == (1, 16 + 1, 32)
     assert [w.shape for w in vit.attention_weights] == [(5, 4, 17, 17)] * 2
 
 
@@ -187,7 +187,7 @@ def test_vit_class_token_is_learned():
     vit = tiny_vit()
     vit(torch.randn(2, 3, 16, 16)).sum().backward()
     assert vit.cls_token.grad is not None and vit.cls_token.grad.abs().sum() > 0
-    assert vit.pos_embedding.grad.abs().sum() > 0
+    assert vit.pos_embedding.P.grad.abs().sum() > 0
 
 
 def test_vit_one_optimizer_step_lowers_the_loss():
