@@ -328,7 +328,7 @@ def attention_pooling(
 # --8<-- [end:attention_pooling]
 
 
-# --8<-- [start:parametric]
+# --8<-- [start:leave_one_out]
 def leave_one_out(x: torch.Tensor) -> torch.Tensor:
     """For each position i, every entry of `x` except the i-th.
 
@@ -390,6 +390,10 @@ def leave_one_out_error(
     return torch.mean((predictions - y_train) ** 2).item()
 
 
+# --8<-- [end:leave_one_out]
+
+
+# --8<-- [start:NWKernelRegression]
 class NWKernelRegression(nn.Module):
     """Parametric attention pooling: a Gaussian kernel whose width is learned.
 
@@ -436,6 +440,10 @@ class NWKernelRegression(nn.Module):
         return (self.attention_weights * values).sum(dim=-1)  # (num_queries,)
 
 
+# --8<-- [end:NWKernelRegression]
+
+
+# --8<-- [start:train_nw_kernel_regression]
 def train_nw_kernel_regression(
     x_train: torch.Tensor,
     y_train: torch.Tensor,
@@ -493,4 +501,4 @@ def train_nw_kernel_regression(
     return model, losses
 
 
-# --8<-- [end:parametric]
+# --8<-- [end:train_nw_kernel_regression]
