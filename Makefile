@@ -1,0 +1,64 @@
+# The two commands of the README, and the targets they build on.
+#   make serve   set up, then serve the book at http://127.0.0.1:8000 with live reload
+#   make test    set up, then run the whole gate (what CI runs)
+# Every target installs what it needs first; nothing relies on what was installed by hand.
+
+PYTHON ?= $(shell command -v python3.11 2>/dev/null || command -v python3)
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.setup-done
+HOST ?= 127.0.0.1:8000
+
+export MPLBACKEND := Agg
+export PYTHONDONTWRITEBYTECODE := 1
+export NO_MKDOCS_2_WARNING := 1
+
+.PHONY: setup serve site test lint unit snippets build browser chromium clean clean-cache
+
+setup: $(STAMP)
+
+# Re-run the install whenever the pins or the package metadata change.
+$(STAMP): requirements.txt pyproject.toml
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -r requirements.txt
+	$(BIN)/python -m pip install --quiet --no-deps --editable .
+	@touch $@
+
+serve: setup
+	$(BIN)/mkdocs serve --dev-addr $(HOST) --livereload
+
+site: setup
+	$(BIN)/mkdocs build --strict
+
+test: setup chromium lint unit snippets build browser
+
+lint: setup
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+unit: setup
+	$(BIN)/pytest tests/
+
+snippets: setup
+	$(BIN)/pytest --codeblocks docs/ README.md
+
+build: site
+
+browser: setup chromium
+	$(BIN)/python tests/browser_check.py site --screenshots screenshots
+
+# Debian's Chromium for the browser check; installed when missing (root, or sudo).
+chromium:
+	@command -v chromium >/dev/null 2>&1 || { \
+	  echo "Installing Debian's chromium for the browser check"; \
+	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	  $$SUDO apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq chromium >/dev/null; }
+
+clean-cache: setup
+	rm -rf .cache
+	$(BIN)/python -m attention_book.training clear-cache
+
+clean:
+	rm -rf site screenshots .cache .pytest_cache .ruff_cache

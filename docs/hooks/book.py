@@ -1,0 +1,284 @@
+"""The Attention Book's mkdocs hook: build-time figures, vendored MathJax, chapter notebooks.
+
+What it does, in build order:
+
+1. ``on_files``: finds every figure a page references (``figures/NAME.svg``) and every
+   build fragment (``{{ build:NAME }}``), renders the missing ones with
+   ``python -m attention_book.figures`` into ``.cache/figures/`` (keyed by a hash of the
+   package source, so an unchanged figure is never drawn twice), and adds them to the site
+   without writing into ``docs/``. It also adds MathJax, copied from the
+   ``django-static-mathjax`` package that ``requirements.txt`` installs (no CDN), and one
+   Jupyter notebook per chapter for readers to download.
+2. ``on_page_markdown``: replaces ``{{ build:NAME }}`` with the rendered Markdown and puts a
+   download link under each chapter's title.
+3. ``on_post_page``: strips the CDN script tags that nbconvert adds to notebook pages; the
+   site's own MathJax renders their math.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import matplotlib
+import nbformat
+import torch
+from mkdocs.exceptions import PluginError
+from mkdocs.structure.files import File, Files
+
+log = logging.getLogger("mkdocs.hooks.book")
+
+ROOT = Path(__file__).resolve().parents[2]
+PACKAGE = ROOT / "attention_book"
+CACHE = ROOT / ".cache"
+FIGURE_LINK = re.compile(r"(?<=\]\()(?:\.\./)*figures/([A-Za-z_][A-Za-z0-9_]*)\.svg(?=[)\s])")
+BUILD_FRAGMENT = re.compile(r"\{\{ build:([A-Za-z_][A-Za-z0-9_]*) \}\}")
+CHAPTERS = "chapters/"
+
+_fragments: dict[str, str] = {}
+
+
+# ---------------------------------------------------------------------------------------------
+# Figures and build fragments
+
+
+def package_hash() -> str:
+    """Hash of every source file of the package and the versions that draw the figures."""
+    digest = hashlib.sha256()
+    digest.update(f"matplotlib {matplotlib.__version__} torch {torch.__version__}".encode())
+    for path in sorted(PACKAGE.rglob("*.py")):
+        digest.update(str(path.relative_to(ROOT)).encode())
+        digest.update(path.read_bytes())
+    return digest.hexdigest()[:16]
+
+
+def referenced_names(files: Files) -> tuple[set[str], set[str]]:
+    """Names of the figures and fragments that the Markdown pages reference."""
+    figures, fragments = set(), set()
+    for file in files.documentation_pages():
+        text = Path(file.abs_src_path).read_text(encoding="utf-8")
+        figures.update(FIGURE_LINK.findall(text))
+        fragments.update(BUILD_FRAGMENT.findall(text))
+    return figures, fragments
+
+
+def render(names: list[str], out_dir: Path) -> None:
+    """Render figures in a fresh interpreter, so that an edited package is the one that draws."""
+    if not names:
+        return
+    start = time.perf_counter()
+    command = [sys.executable, "-m", "attention_book.figures", *names, "--out-dir", str(out_dir)]
+    env = {**os.environ, "MPLBACKEND": "Agg"}
+    result = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True)
+    for line in result.stdout.splitlines():
+        log.info("figures: %s", line)
+    if result.returncode != 0:
+        raise PluginError(f"rendering figures {names} failed:\n{result.stderr[-4000:]}")
+    log.info("figures: rendered %d in %.1f s", len(names), time.perf_counter() - start)
+
+
+def add_figures(files: Files, config) -> None:
+    """Render what is missing from the cache and hand every figure to the site."""
+    figures, fragments = referenced_names(files)
+    out_dir = CACHE / "figures" / package_hash()
+    wanted = [(name, "svg") for name in sorted(figures)] + [
+        (name, "md") for name in sorted(fragments)
+    ]
+    missing = [name for name, ext in wanted if not (out_dir / f"{name}.{ext}").exists()]
+    cached = len(wanted) - len(missing)
+    if cached:
+        log.info("figures: %d of %d from the cache (%s)", cached, len(wanted), out_dir.name)
+    render(missing, out_dir)
+    for name in sorted(figures):
+        path = out_dir / f"{name}.svg"
+        if not path.exists():
+            raise PluginError(f"figure {name!r} returned Markdown, but a page shows it as an SVG")
+        files.append(File.generated(config, f"figures/{name}.svg", abs_src_path=str(path)))
+    _fragments.clear()
+    for name in sorted(fragments):
+        path = out_dir / f"{name}.md"
+        if not path.exists():
+            raise PluginError(f"build fragment {name!r} returned a figure, not Markdown")
+        _fragments[name] = path.read_text(encoding="utf-8").strip()
+
+
+# ---------------------------------------------------------------------------------------------
+# MathJax, served from the site itself
+
+
+def add_mathjax(files: Files, config) -> None:
+    """Add MathJax 3 from the installed ``django-static-mathjax`` package to the site."""
+    import mathjax  # the django-static-mathjax distribution; it needs no Django to import
+
+    es5 = Path(mathjax.__file__).parent / "static" / "mathjax" / "es5"
+    if not (es5 / "tex-mml-chtml.js").exists():
+        raise PluginError(f"MathJax not found at {es5}; run `make setup`")
+    for path in sorted(es5.rglob("*")):
+        relative = path.relative_to(es5)
+        is_other_bundle = len(relative.parts) == 1 and relative.name != "tex-mml-chtml.js"
+        if path.is_file() and not is_other_bundle:
+            uri = f"assets/vendor/mathjax/{relative.as_posix()}"
+            files.append(File.generated(config, uri, abs_src_path=str(path)))
+
+
+# ---------------------------------------------------------------------------------------------
+# One notebook per chapter
+
+FENCE = re.compile(r"^(?P<indent>\s*)(?P<ticks>`{3,})(?P<info>.*)$")
+SNIPPET = re.compile(r'^--8<-- "(?P<path>[^":]+)(?::(?P<section>[\w-]+))?"$')
+CODEBLOCKS_COMMENT = re.compile(r"^\s*<!--\s*(pytest-codeblocks:|pytest\.mark\.).*-->\s*$")
+
+
+def snippet_source(line: str) -> str:
+    """Resolve a ``--8<--`` include line to the source it shows."""
+    match = SNIPPET.match(line.strip())
+    if not match:
+        return line
+    text = (ROOT / match["path"]).read_text(encoding="utf-8")
+    if match["section"]:
+        start = f"--8<-- [start:{match['section']}]"
+        end = f"--8<-- [end:{match['section']}]"
+        text = text.split(start, 1)[1].split("\n", 1)[1].split(end, 1)[0]
+        text = text.rsplit("\n", 1)[0]
+    return text.strip("\n")
+
+
+def chapter_notebook(markdown: str, page_url: str, site_url: str) -> nbformat.NotebookNode:
+    """Turn a chapter into a notebook: runnable blocks become code cells, the rest Markdown."""
+    cells: list[nbformat.NotebookNode] = []
+    prose: list[str] = []
+    lines = markdown.splitlines()
+    i = 0
+
+    def flush_prose() -> None:
+        text = "\n".join(prose).strip("\n")
+        if text.strip():
+            cells.append(nbformat.v4.new_markdown_cell(text))
+        prose.clear()
+
+    while i < len(lines):
+        match = FENCE.match(lines[i])
+        if CODEBLOCKS_COMMENT.match(lines[i]):
+            i += 1
+            continue
+        if not match:
+            line = BUILD_FRAGMENT.sub(lambda m: _fragments.get(m[1], m[0]), lines[i])
+            prose.append(FIGURE_LINK.sub(lambda m: f"{site_url}figures/{m[1]}.svg", line))
+            i += 1
+            continue
+        indent, ticks, info = match["indent"], match["ticks"], match["info"].strip()
+        j = i + 1
+        while j < len(lines) and not lines[j].strip().startswith(ticks):
+            j += 1
+        body = [line.removeprefix(indent) for line in lines[i + 1 : j]]
+        is_output = (i > 0 and "expected-output" in lines[i - 1]) or (
+            i > 1 and not lines[i - 1].strip() and "expected-output" in lines[i - 2]
+        )
+        if info == "python" and not is_output:
+            flush_prose()
+            cells.append(nbformat.v4.new_code_cell("\n".join(body)))
+        elif is_output:
+            pass  # running the cell above shows its output
+        else:
+            shown = [snippet_source(line) for line in body]
+            prose.extend([f"```{info.split()[0] if info else ''}", *shown, "```"])
+        i = j + 1
+    flush_prose()
+    header = (
+        f"*This notebook was generated from [the Attention Book]({site_url}{page_url}). "
+        "It imports the book's package: run it from a clone of the book's repository after "
+        "`make setup`, or after `pip install -e .` in that clone.*"
+    )
+    cells.insert(0, nbformat.v4.new_markdown_cell(header))
+    notebook = nbformat.v4.new_notebook(cells=cells)
+    notebook.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3"}
+    for number, cell in enumerate(notebook.cells):
+        cell["id"] = f"cell-{number}"  # stable ids: the same chapter gives the same file
+    return notebook
+
+
+def notebook_uri(file: File) -> str:
+    """Where the notebook of a chapter page lives in the site."""
+    return "notebooks/" + Path(file.src_uri).stem + ".ipynb"
+
+
+def add_notebooks(files: Files, config) -> None:
+    """Write one notebook per chapter under ``.cache/notebooks`` and add it to the site."""
+    out_dir = CACHE / "notebooks"
+    out_dir.mkdir(parents=True, exist_ok=True)
+    for file in list(files.documentation_pages()):
+        if file.src_uri.endswith(".py"):  # a jupytext notebook page: convert it as it is
+            import jupytext
+
+            path = out_dir / Path(notebook_uri(file)).name
+            jupytext.write(jupytext.read(file.abs_src_path), path, fmt="ipynb")
+            files.append(File.generated(config, notebook_uri(file), abs_src_path=str(path)))
+            continue
+        if not file.src_uri.startswith(CHAPTERS):
+            continue
+        markdown = Path(file.abs_src_path).read_text(encoding="utf-8")
+        notebook = chapter_notebook(markdown, file.url, config["site_url"] or "")
+        path = out_dir / Path(notebook_uri(file)).name
+        path.write_text(nbformat.writes(notebook), encoding="utf-8")
+        files.append(File.generated(config, notebook_uri(file), abs_src_path=str(path)))
+
+
+# ---------------------------------------------------------------------------------------------
+# mkdocs events
+
+
+def on_files(files: Files, config) -> Files:
+    """Add figures, MathJax and chapter notebooks to the site."""
+    add_figures(files, config)
+    add_mathjax(files, config)
+    add_notebooks(files, config)
+    return files
+
+
+def on_page_markdown(markdown: str, page, config, files: Files) -> str:
+    """Insert build fragments and, on chapters, a link to the chapter's notebook."""
+
+    def fragment(match: re.Match) -> str:
+        if match[1] not in _fragments:
+            raise PluginError(f"{page.file.src_uri}: unknown build fragment {match[1]!r}")
+        return _fragments[match[1]]
+
+    markdown = BUILD_FRAGMENT.sub(fragment, markdown)
+    if page.file.src_uri.startswith(CHAPTERS):
+        name = Path(notebook_uri(page.file)).name
+        link = (
+            "[:material-download: Download this chapter as a notebook]"
+            f'(../{notebook_uri(page.file)}){{ .md-button download="{name}" }}'
+        )
+        lines = markdown.split("\n")
+        title = next((k for k, line in enumerate(lines) if line.startswith("# ")), -1)
+        lines.insert(title + 1, f"\n{link}\n")
+        markdown = "\n".join(lines)
+    return markdown
+
+
+CDN_SCRIPT = re.compile(r'<script[^>]*\bsrc="https?://[^"]*"[^>]*>\s*</script>', re.S)
+MODULE_IMPORT = re.compile(
+    r"<script type=\"module\">(?:(?!</script>).)*?https?://(?:(?!</script>).)*</script>", re.S
+)
+
+
+def on_post_page(output: str, page, config) -> str:
+    """Remove scripts that nbconvert loads from CDNs: the site must load nothing from outside."""
+    if page.file.src_uri.endswith((".py", ".ipynb")):
+        output = CDN_SCRIPT.sub("", output)
+        output = MODULE_IMPORT.sub("", output)
+    return output
+
+
+def on_post_build(config) -> None:
+    """Record what the build used, for debugging stale caches."""
+    info = {"package_hash": package_hash(), "fragments": sorted(_fragments)}
+    (CACHE / "last-build.json").write_text(json.dumps(info, indent=2), encoding="utf-8")

@@ -1,0 +1,233 @@
+"""Open the built site in headless Chromium and check what a reader would see.
+
+Usage: ``python tests/browser_check.py site --screenshots screenshots``
+
+For every page of the site it fails on a console error, an uncaught exception, a failed
+request or an HTTP error, an image that did not load (``naturalWidth == 0``) and a formula that
+MathJax did not render; it saves a full-page screenshot of each page in light and dark mode.
+Then it types "attention" into the search box and expects results. It drives Debian's
+Chromium through Playwright (no browser download) and serves the site on a local port.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import http.server
+import os
+import shutil
+import sys
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-dev-shm-usage",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+
+# Waits until MathJax (when the page loads it) has typeset, then reports the state of the page.
+PAGE_STATE = """async () => {
+  if (window.MathJax && window.MathJax.startup) {
+    await window.MathJax.startup.promise;
+  }
+  const math = [...document.querySelectorAll('.arithmatex')];
+  const images = [...document.querySelectorAll('img')];
+  return {
+    images: images.map(img => ({
+      src: img.currentSrc || img.src,
+      ok: img.complete && img.naturalWidth > 0,
+    })),
+    math: math.map(el => ({
+      text: el.textContent.slice(0, 80),
+      ok: el.querySelector('mjx-container') !== null && el.querySelector('mjx-merror') === null,
+    })),
+    mathjax: Boolean(window.MathJax && window.MathJax.startup),
+  };
+}"""
+
+
+@dataclass
+class PageReport:
+    """Everything found wrong on one page."""
+
+    url: str
+    problems: list[str] = field(default_factory=list)
+
+
+def find_chromium() -> str:
+    """Path of the system Chromium."""
+    for name in ("chromium", "chromium-browser", "google-chrome"):
+        path = shutil.which(name)
+        if path:
+            return path
+    raise SystemExit("chromium is not installed: run `make chromium` (Debian's chromium package)")
+
+
+def site_pages(site_dir: Path) -> list[str]:
+    """URL paths of every page of a built site (each ``index.html`` but the 404 page)."""
+    pages = []
+    for path in sorted(site_dir.rglob("index.html")):
+        relative = path.parent.relative_to(site_dir).as_posix()
+        if relative.startswith(("assets", "search")):
+            continue
+        pages.append("/" if relative == "." else f"/{relative}/")
+    return sorted(pages)
+
+
+@contextmanager
+def serve(site_dir: Path) -> Iterator[str]:
+    """Serve a directory on a free local port for the duration of the block."""
+    handler = functools.partial(_QuietHandler, directory=str(site_dir))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+class _QuietHandler(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, format, *args):
+        pass
+
+
+def check_page(context, url: str, screenshot: Path | None) -> PageReport:
+    """Load one page and report console errors, failed requests, broken images, raw math."""
+    report = PageReport(url)
+    page = context.new_page()
+    page.on(
+        "console",
+        lambda msg: msg.type == "error" and report.problems.append(f"console error: {msg.text}"),
+    )
+    page.on("pageerror", lambda exc: report.problems.append(f"uncaught exception: {exc}"))
+    page.on(
+        "requestfailed",
+        lambda req: report.problems.append(f"request failed: {req.url} ({req.failure})"),
+    )
+    page.on(
+        "response",
+        lambda res: res.status >= 400 and report.problems.append(f"HTTP {res.status}: {res.url}"),
+    )
+    try:
+        page.goto(url, wait_until="networkidle", timeout=30_000)
+        state = page.evaluate(PAGE_STATE)
+        for image in state["images"]:
+            if not image["ok"]:
+                report.problems.append(f"image did not load: {image['src']}")
+        if state["math"] and not state["mathjax"]:
+            report.problems.append("page has math but MathJax did not load")
+        for formula in state["math"]:
+            if not formula["ok"]:
+                report.problems.append(f"math not rendered: {formula['text']!r}")
+        if screenshot is not None:
+            screenshot.parent.mkdir(parents=True, exist_ok=True)
+            page.screenshot(path=str(screenshot), full_page=True)
+    except Exception as exc:  # a timeout or a crash is a problem of the page, reported as such
+        report.problems.append(f"could not check the page: {exc}")
+    finally:
+        page.close()
+    return report
+
+
+def check_search(context, base_url: str, query: str = "attention") -> list[str]:
+    """Type a query into Material's search box and expect at least one result."""
+    page = context.new_page()
+    try:
+        page.goto(base_url + "/", wait_until="networkidle", timeout=30_000)
+        search_box = page.locator("input.md-search__input")
+        search_box.click()
+        search_box.fill(query)
+        page.locator(".md-search-result__item").first.wait_for(timeout=15_000)
+        count = page.locator(".md-search-result__item").count()
+        return [] if count > 0 else [f"search for {query!r} found nothing"]
+    except Exception as exc:
+        return [f"search for {query!r} failed: {exc}"]
+    finally:
+        page.close()
+
+
+def screenshot_name(url_path: str, scheme: str) -> str:
+    """File name of a page's screenshot, e.g. ``chapters-bahdanau.light.png``."""
+    stem = url_path.strip("/").replace("/", "-") or "index"
+    return f"{stem}.{scheme}.png"
+
+
+def check_site(
+    site_dir: Path,
+    screenshots: Path | None = None,
+    pages: list[str] | None = None,
+    search: bool = True,
+    dark: bool = True,
+) -> list[PageReport]:
+    """Check every page of a built site in headless Chromium.
+
+    Args:
+        site_dir: The built site (``site/``).
+        screenshots: Folder for full-page screenshots, or None for none.
+        pages: URL paths to check; every page of the site by default.
+        search: Also check that the search box finds "attention".
+        dark: Also load each page in dark mode (and screenshot it).
+
+    Returns:
+        One report per page (and one for the search), each listing its problems.
+    """
+    from playwright.sync_api import sync_playwright
+
+    pages = site_pages(site_dir) if pages is None else pages
+    reports = []
+    with serve(site_dir) as base_url, sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=find_chromium(), args=CHROMIUM_ARGS)
+        schemes = ["light", "dark"] if dark else ["light"]
+        for scheme in schemes:
+            context = browser.new_context(
+                color_scheme=scheme, viewport={"width": 1280, "height": 900}
+            )
+            for path in pages:
+                shot = screenshots / screenshot_name(path, scheme) if screenshots else None
+                report = check_page(context, base_url + path, shot)
+                report.url = f"{path} ({scheme})"
+                reports.append(report)
+            if search and scheme == "light":
+                reports.append(PageReport("search", check_search(context, base_url)))
+            context.close()
+        browser.close()
+    return reports
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Command-line entry point; returns 1 when any page has a problem."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("site", type=Path, help="the built site folder")
+    parser.add_argument("--screenshots", type=Path, default=None)
+    parser.add_argument("--no-dark", action="store_true", help="check light mode only")
+    args = parser.parse_args(argv)
+    if not (args.site / "index.html").exists():
+        print(f"{args.site}/index.html not found: build the site first (make site)")
+        return 1
+    os.environ.setdefault("PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD", "1")
+    reports = check_site(args.site, args.screenshots, dark=not args.no_dark)
+    failed = [r for r in reports if r.problems]
+    for report in reports:
+        status = "FAIL" if report.problems else "ok"
+        print(f"{status:4} {report.url}")
+        for problem in report.problems:
+            print(f"     - {problem}")
+    if args.screenshots:
+        print(f"screenshots of every page in {args.screenshots}/")
+    print(f"browser: {len(reports) - len(failed)} passed, {len(failed)} failed")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

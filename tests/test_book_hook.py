@@ -1,0 +1,70 @@
+"""The mkdocs hook (docs/hooks/book.py): notebooks from chapters, figure discovery."""
+
+import importlib.util
+from pathlib import Path
+
+import nbformat
+
+ROOT = Path(__file__).resolve().parents[1]
+spec = importlib.util.spec_from_file_location("book_hook", ROOT / "docs" / "hooks" / "book.py")
+book = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(book)
+
+CHAPTER = """# A chapter
+
+Some prose with $x^2$ and a figure ![w](../figures/home_attention_weights.svg).
+
+```python title="attention_book/plotting.py"
+--8<-- "attention_book/plotting.py:show_heatmaps"
+```
+
+```python
+print(1 + 1)
+```
+
+<!--pytest-codeblocks:expected-output-->
+```text
+2
+```
+
+??? success "Solution"
+
+    <!--pytest.mark.skip(reason="an example")-->
+    ```python
+    print("solution")
+    ```
+"""
+
+
+def test_chapter_notebook_turns_runnable_blocks_into_code_cells():
+    notebook = book.chapter_notebook(CHAPTER, "chapters/a/", "https://example.org/")
+    nbformat.validate(notebook)
+    code = [c.source for c in notebook.cells if c.cell_type == "code"]
+    assert code == ["print(1 + 1)", 'print("solution")']
+    markdown = "\n".join(c.source for c in notebook.cells if c.cell_type == "markdown")
+    assert "def show_heatmaps(" in markdown  # the included source is shown as a listing
+    assert "https://example.org/figures/home_attention_weights.svg" in markdown
+    assert "pytest" not in markdown  # test marks and expected output are not for readers
+    assert "\n2\n" not in markdown
+
+
+def test_chapter_notebook_is_stable():
+    first = nbformat.writes(book.chapter_notebook(CHAPTER, "a/", ""))
+    assert first == nbformat.writes(book.chapter_notebook(CHAPTER, "a/", ""))
+
+
+def test_figure_links_are_found_only_in_image_links():
+    text = "![a](../figures/one.svg) and `figures/NAME.svg` and [b](figures/two.svg)"
+    assert book.FIGURE_LINK.findall(text) == ["one", "two"]
+
+
+def test_package_hash_changes_with_the_source(tmp_path, monkeypatch):
+    (tmp_path / "attention_book").mkdir()
+    source = tmp_path / "attention_book" / "m.py"
+    source.write_text("x = 1\n")
+    monkeypatch.setattr(book, "ROOT", tmp_path)
+    monkeypatch.setattr(book, "PACKAGE", tmp_path / "attention_book")
+    before = book.package_hash()
+    assert book.package_hash() == before
+    source.write_text("x = 2\n")
+    assert book.package_hash() != before

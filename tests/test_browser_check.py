@@ -1,0 +1,100 @@
+"""The browser check must catch what a reader would see broken.
+
+These tests build tiny sites in a temporary folder, one healthy and one deliberately broken,
+and run the real checker on them in headless Chromium.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+from browser_check import check_site, site_pages
+
+pytestmark = pytest.mark.skipif(
+    shutil.which("chromium") is None, reason="needs Debian's chromium (make chromium)"
+)
+
+# A stand-in for MathJax: renders every .arithmatex element the way MathJax 3 does.
+FAKE_MATHJAX = """<script>
+window.MathJax = {startup: {promise: new Promise(resolve => {
+  document.addEventListener('DOMContentLoaded', () => {
+    for (const el of document.querySelectorAll('.arithmatex.render'))
+      el.innerHTML = '<mjx-container>x</mjx-container>';
+    resolve();
+  });
+})}};
+</script>"""
+
+PIXEL = (
+    b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\x00\x00\x00\x01\x00\x00\x00\x01\x08\x06\x00\x00\x00"
+    b"\x1f\x15\xc4\x89\x00\x00\x00\rIDATx\x9cc\xf8\x0f\x00\x00\x01\x01\x00\x05\x18\xd8N\x00\x00"
+    b"\x00\x00IEND\xaeB`\x82"
+)
+
+
+def write_page(site: Path, path: str, body: str) -> None:
+    page = site / path / "index.html"
+    page.parent.mkdir(parents=True, exist_ok=True)
+    head = f"<link rel='icon' href='data:,'>{FAKE_MATHJAX}"
+    page.write_text(f"<!doctype html><html><head>{head}</head><body>{body}</body></html>")
+
+
+@pytest.fixture
+def tiny_site(tmp_path: Path) -> Path:
+    (tmp_path / "pixel.png").write_bytes(PIXEL)
+    write_page(tmp_path, ".", '<img src="/pixel.png"><span class="arithmatex render">x</span>')
+    return tmp_path
+
+
+def problems_of(site: Path, path: str) -> list[str]:
+    (report,) = check_site(site, pages=[path], search=False, dark=False)
+    return report.problems
+
+
+def test_a_healthy_page_passes(tiny_site: Path):
+    assert problems_of(tiny_site, "/") == []
+
+
+def test_a_broken_image_fails(tiny_site: Path):
+    write_page(tiny_site, "broken-image", '<img src="/missing.svg">')
+    found = problems_of(tiny_site, "/broken-image/")
+    assert any("image did not load" in p for p in found), found
+    assert any("HTTP 404" in p for p in found), found
+
+
+def test_unrendered_math_fails(tiny_site: Path):
+    write_page(tiny_site, "raw-math", '<span class="arithmatex">\\(x^2\\)</span>')
+    found = problems_of(tiny_site, "/raw-math/")
+    assert any("math not rendered" in p for p in found), found
+
+
+def test_a_console_error_fails(tiny_site: Path):
+    write_page(tiny_site, "console", "<script>console.error('boom')</script>")
+    found = problems_of(tiny_site, "/console/")
+    assert any("console error: boom" in p for p in found), found
+
+
+def test_an_uncaught_exception_fails(tiny_site: Path):
+    write_page(tiny_site, "exception", "<script>null.field</script>")
+    found = problems_of(tiny_site, "/exception/")
+    assert any("uncaught exception" in p for p in found), found
+
+
+def test_a_request_to_another_host_fails(tiny_site: Path):
+    write_page(tiny_site, "cdn", '<script src="http://cdn.invalid/lib.js"></script>')
+    found = problems_of(tiny_site, "/cdn/")
+    assert any("request failed" in p for p in found), found
+
+
+def test_site_pages_lists_every_page_but_assets(tiny_site: Path):
+    write_page(tiny_site, "chapters/one", "")
+    write_page(tiny_site, "assets/vendor", "")
+    assert site_pages(tiny_site) == ["/", "/chapters/one/"]
+
+
+def test_screenshots_are_saved(tiny_site: Path, tmp_path_factory):
+    shots = tmp_path_factory.mktemp("shots")
+    check_site(tiny_site, screenshots=shots, pages=["/"], search=False, dark=True)
+    assert sorted(p.name for p in shots.iterdir()) == ["index.dark.png", "index.light.png"]

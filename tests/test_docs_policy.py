@@ -1,0 +1,145 @@
+"""Docs policy: no code block in the book may silently escape execution.
+
+pytest-codeblocks runs a fence only when its info string is exactly ``python``, ``sh`` or
+``bash``. Every other fence in docs/ and README.md must be one of:
+
+- an include of package source (``python title="attention_book/..."`` whose body is only
+  ``--8<--`` lines naming existing sections), which tests/ covers;
+- the expected output of the block above it (after ``<!--pytest-codeblocks:expected-output-->``);
+- plain ``text``.
+
+A skipped block must say why: ``<!--pytest.mark.skip(reason="...")-->``.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PAGES = [*sorted((ROOT / "docs").rglob("*.md")), ROOT / "README.md"]
+
+FENCE = re.compile(r"^(?P<indent>\s*)(?P<ticks>`{3,})(?P<info>[^`]*)$")
+MARK = re.compile(r"^\s*<!--\s*(?P<body>pytest[-.].*?)\s*-->\s*$")
+SNIPPET = re.compile(r'^--8<-- "(?P<path>attention_book/[^":]+\.py)(?::(?P<section>[\w-]+))?"$')
+EXECUTED = {"python", "sh", "bash"}
+
+
+@dataclass
+class Fence:
+    line: int
+    info: str
+    body: list[str]
+    marks: list[str]
+
+
+def fences(text: str) -> list[Fence]:
+    """Every fenced block of a Markdown text, with the comment marks just before it."""
+    lines = text.splitlines()
+    found, marks, i = [], [], 0
+    while i < len(lines):
+        mark = MARK.match(lines[i])
+        if mark:
+            marks.append(mark["body"])
+            i += 1
+            continue
+        match = FENCE.match(lines[i])
+        if not match:
+            if lines[i].strip():
+                marks = []
+            i += 1
+            continue
+        indent, ticks = match["indent"], match["ticks"]
+        j = i + 1
+        while j < len(lines) and not lines[j].strip().startswith(ticks):
+            j += 1
+        body = [line[len(indent) :] for line in lines[i + 1 : j]]
+        found.append(Fence(i + 1, match["info"].strip(), body, marks))
+        marks, i = [], j + 1
+    return found
+
+
+def section_exists(path: str, section: str | None) -> bool:
+    source = ROOT / path
+    if not source.exists():
+        return False
+    text = source.read_text(encoding="utf-8")
+    return section is None or (
+        f"--8<-- [start:{section}]" in text and f"--8<-- [end:{section}]" in text
+    )
+
+
+def problems(text: str) -> list[str]:
+    """What breaks the policy in one Markdown text, as 'line N: why' messages."""
+    found = []
+    for fence in fences(text):
+        where = f"line {fence.line}: ```{fence.info}"
+        if any(m.startswith("pytest-codeblocks:expected-output") for m in fence.marks):
+            continue
+        for mark in fence.marks:
+            if mark.startswith("pytest-codeblocks:skip") or (
+                mark.startswith("pytest.mark.skip") and not re.search(r"reason\s*=\s*\S", mark)
+            ):
+                found.append(f"{where}: a skipped block must state its reason: {mark}")
+        if fence.info in EXECUTED or fence.info == "text":
+            continue
+        title = re.fullmatch(r'python title="(?P<path>attention_book/[^"]+\.py)"', fence.info)
+        if title:
+            includes = [SNIPPET.match(line.strip()) for line in fence.body if line.strip()]
+            if not includes or not all(includes):
+                found.append(f"{where}: a titled fence may only include package source")
+            for include in filter(None, includes):
+                if include["path"] != title["path"]:
+                    found.append(f"{where}: title names another file than {include['path']}")
+                if not section_exists(include["path"], include["section"]):
+                    found.append(f"{where}: no section {include['section']!r} in {include['path']}")
+            continue
+        found.append(
+            f"{where}: pytest-codeblocks would silently not run this block; use a bare "
+            "```python, ```bash or ```sh fence, or a titled include of package source"
+        )
+    return found
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: str(p.relative_to(ROOT)))
+def test_every_fence_runs_or_says_why_not(page: Path):
+    assert problems(page.read_text(encoding="utf-8")) == []
+
+
+# The checker itself must be able to fail.
+
+BAD_FENCES = [
+    "```py\nprint(1)\n```",
+    "```python3\nprint(1)\n```",
+    "```pycon\n>>> 1\n```",
+    '```python hl_lines="1"\nprint(1)\n```',
+    "```{.python}\nprint(1)\n```",
+    '```python title="attention_book/plotting.py"\nprint("not an include")\n```',
+    '```python title="attention_book/plotting.py"\n--8<-- "attention_book/plotting.py:nope"\n```',
+    "<!--pytest.mark.skip-->\n```python\nprint(1)\n```",
+    "<!--pytest-codeblocks:skip-->\n```python\nprint(1)\n```",
+    '??? success "Solution"\n\n    ```py\n    print(1)\n    ```',
+]
+
+GOOD_FENCES = [
+    "```python\nprint(1)\n```",
+    "```bash\necho hi\n```",
+    "```python\nprint(1)\n```\n\n<!--pytest-codeblocks:expected-output-->\n```text\n1\n```",
+    '```python title="attention_book/plotting.py"\n'
+    '--8<-- "attention_book/plotting.py:show_heatmaps"\n```',
+    '<!--pytest.mark.skip(reason="starts a server")-->\n```bash\nmake serve\n```',
+    '??? success "Solution"\n\n    ```python\n    print(1)\n    ```',
+]
+
+
+@pytest.mark.parametrize("text", BAD_FENCES)
+def test_policy_flags_fences_that_would_not_run(text: str):
+    assert problems(text), text
+
+
+@pytest.mark.parametrize("text", GOOD_FENCES)
+def test_policy_accepts_the_allowed_fences(text: str):
+    assert problems(text) == []
