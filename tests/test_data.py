@@ -1,0 +1,267 @@
+import hashlib
+import statistics
+import zipfile
+
+import pytest
+import torch
+
+from attention_book import data
+from attention_book.data import (
+    RESERVED_TOKENS,
+    Vocab,
+    build_arrays,
+    builtin_pairs,
+    download_sentence_pairs,
+    load_translation_data,
+    preprocess,
+    read_sentence_pairs,
+    split_pairs,
+    tokenize,
+)
+
+# --- the built-in corpus ---------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def corpus():
+    return {split: builtin_pairs(split) for split in ("train", "valid", "test")}
+
+
+def test_builtin_splits_are_disjoint_and_sized(corpus):
+    sources = {split: {preprocess(s) for s, _ in pairs} for split, pairs in corpus.items()}
+    assert not sources["train"] & sources["valid"]
+    assert not sources["train"] & sources["test"]
+    assert not sources["valid"] & sources["test"]
+    pairs = {split: set(p) for split, p in corpus.items()}
+    assert not pairs["train"] & (pairs["valid"] | pairs["test"])
+    for split, items in corpus.items():
+        assert len(set(items)) == len(items), f"duplicate pairs in {split}"
+    total = sum(len(p) for p in corpus.values())
+    assert 10_000 <= len(corpus["train"]) <= 20_000
+    assert len(corpus["valid"]) == pytest.approx(0.1 * total, abs=2)
+    assert len(corpus["test"]) == pytest.approx(0.1 * total, abs=2)
+
+
+def test_builtin_lengths_spread_from_a_few_tokens_to_forty_plus(corpus):
+    for split, pairs in corpus.items():
+        lengths = [len(tokenize(source)) for source, _ in pairs]
+        assert min(lengths) <= 6, split
+        assert max(lengths) >= 40, split
+        assert 10 <= statistics.median(lengths) <= 25, split
+        # a spread: every band of 10 tokens up to 40 holds at least 5% of the sentences
+        for low in (0, 10, 20, 30):
+            share = sum(low <= n < low + 10 for n in lengths) / len(lengths)
+            assert share >= 0.05, (split, low, share)
+
+
+def test_builtin_corpus_is_deterministic_and_seeded(corpus):
+    data._builtin_splits.cache_clear()
+    assert builtin_pairs("test") == corpus["test"]
+    assert builtin_pairs("test", num_pairs=200, seed=1) != builtin_pairs("test", num_pairs=200)
+
+
+def test_builtin_pairs_come_from_cldr_and_num2words(corpus):
+    import datetime
+
+    from babel.dates import format_date
+    from num2words import num2words
+
+    text = " ".join(f"{s} || {t}" for s, t in corpus["train"][:3000])
+    sunday = datetime.date(2026, 11, 29)
+    assert format_date(sunday, format="full", locale="en").split(",")[0] == "Sunday"
+    # Every weekday and month name that CLDR gives appears on the right side.
+    for day in range(7):
+        date = sunday + datetime.timedelta(days=day)
+        assert format_date(date, "EEEE", locale="en") in text
+        assert format_date(date, "EEEE", locale="fr") in text
+    assert num2words(97, lang="fr") == "quatre-vingt-dix-sept"
+    assert any("quatre-vingt" in t for _, t in corpus["train"])
+    assert any(" ago" in s and t.lower().startswith("il y a") for s, t in corpus["train"])
+
+
+def test_builtin_pairs_rejects_an_unknown_split():
+    with pytest.raises(ValueError, match="split"):
+        builtin_pairs("training")
+
+
+def test_split_pairs_dedupes_before_splitting():
+    pairs = [(f"Sentence {i % 50}.", f"Phrase {i % 50}.") for i in range(200)]
+    splits = split_pairs(pairs, seed=0)
+    assert sum(len(p) for p in splits.values()) == 50
+    assert (len(splits["train"]), len(splits["valid"]), len(splits["test"])) == (40, 5, 5)
+    assert split_pairs(pairs, seed=0) == splits
+    assert split_pairs(pairs, seed=1) != splits
+    with pytest.raises(ValueError, match="fractions"):
+        split_pairs(pairs, fractions=(0.9, 0.2))
+
+
+# --- preprocessing, vocabulary, arrays -------------------------------------------------------
+
+
+def test_preprocess_and_tokenize():
+    assert preprocess("Va\u202f!") == "va !"
+    assert preprocess("Il est 3:45\xa0PM, déjà.") == "il est 3:45 pm , déjà ."
+    assert preprocess("1,000 and 3.5 stay whole.") == "1,000 and 3.5 stay whole ."
+    assert preprocess("Hello,  world !") == "hello , world !"
+    text = "Qu'est-ce que c'est\u202f? Je ne sais pas."
+    assert preprocess(preprocess(text)) == preprocess(text)
+    assert tokenize("Hello, world!") == ["hello", ",", "world", "!"]
+
+
+def test_vocab_reserved_tokens_order_and_unknown():
+    vocab = Vocab([["b", "a", "a", "c"], ["a", "b", "rare"]], min_freq=2, reserved_tokens=["<x>"])
+    assert vocab.idx_to_token[:5] == [*RESERVED_TOKENS, "<x>"]
+    assert (vocab.pad, vocab.bos, vocab.eos, vocab.unk) == (0, 1, 2, 3)
+    assert vocab.to_tokens([5, 6]) == ["a", "b"]  # most frequent first
+    assert len(vocab) == 7  # "c" and "rare" are below min_freq
+    assert vocab["rare"] == vocab.unk
+    assert vocab["never seen"] == vocab.unk
+    assert vocab[["a", "zebra", "<eos>"]] == [5, vocab.unk, vocab.eos]
+    assert vocab.to_tokens(torch.tensor([1, 5])) == ["<bos>", "a"]
+    assert vocab.to_tokens(6) == "b"
+    assert Vocab(["z", "y", "y"]).idx_to_token[4:] == ["y", "z"]  # a flat list works too
+
+
+def test_vocab_ties_are_alphabetical_so_indices_are_stable():
+    assert Vocab([["q", "p"]]).idx_to_token[4:] == ["p", "q"]
+    assert Vocab([["p", "q"]]).idx_to_token == Vocab([["q", "p"]]).idx_to_token
+
+
+def test_build_arrays_appends_eos_then_pads_or_truncates():
+    vocab = Vocab([["a", "b", "c"]])
+    array, valid_lens = build_arrays([["a", "b"], ["a", "b", "c", "a", "b"], []], vocab, 4)
+    a, b, c = vocab[["a", "b", "c"]]
+    assert array.tolist() == [
+        [a, b, vocab.eos, vocab.pad],
+        [a, b, c, a],
+        [vocab.eos, vocab.pad, vocab.pad, vocab.pad],
+    ]
+    assert valid_lens.tolist() == [3, 4, 1]
+    assert array.dtype == valid_lens.dtype == torch.long
+    with pytest.raises(ValueError, match="num_steps"):
+        build_arrays([["a"]], vocab, 0)
+
+
+# --- sentence-pair files ---------------------------------------------------------------------
+
+FRA_LINES = [
+    "Go.\tVa !\tCC-BY 2.0 (France) Attribution: tatoeba.org #2877272 (CM) & #1158250 (Wittydev)",
+    "Hi.\tSalut !\tCC-BY 2.0 (France) Attribution: tatoeba.org #538123 (CM) & #509819 (Aiji)",
+    "Run!\tCours\u202f!\tCC-BY 2.0 (France) Attribution: tatoeba.org #906328 (papabear)",
+    "I'm OK.\tJe vais bien.",
+    "Who won?\tQui a gagné\u202f?",
+    "Wait!\tAttends !",
+]
+
+
+def _write(path, lines):
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+def test_read_sentence_pairs_ignores_extra_columns(tmp_path):
+    path = _write(tmp_path / "fra.txt", [*FRA_LINES, ""])
+    pairs = read_sentence_pairs(path)
+    assert pairs[0] == ("Go.", "Va !")
+    assert pairs[2] == ("Run!", "Cours\u202f!")
+    assert len(pairs) == 6 and pairs.num_skipped == 0
+
+
+@pytest.mark.parametrize(
+    ("bad_line", "problem"),
+    [("No tab here.", "no tab"), ("\tVide.", "empty side"), ("Empty.\t  ", "empty side")],
+)
+def test_malformed_line_is_reported_with_its_number(tmp_path, bad_line, problem):
+    path = _write(tmp_path / "fra.txt", [*FRA_LINES[:3], bad_line, *FRA_LINES[3:]])
+    with pytest.raises(ValueError, match=f"line 4: .*{problem}"):
+        read_sentence_pairs(path)
+    pairs = read_sentence_pairs(path, skip_malformed=True)
+    assert len(pairs) == len(FRA_LINES)
+    assert pairs.num_skipped == 1 and pairs.skipped_lines == [4]
+
+
+def test_empty_file_is_an_error(tmp_path):
+    (tmp_path / "empty.txt").write_text("", encoding="utf-8")
+    with pytest.raises(ValueError, match="no sentence pair"):
+        read_sentence_pairs(tmp_path / "empty.txt")
+    only_bad = _write(tmp_path / "bad.txt", ["no tab", "still none"])
+    with pytest.raises(ValueError, match="no sentence pair"):
+        read_sentence_pairs(only_bad, skip_malformed=True)
+
+
+def test_translation_data_from_a_pairs_file(tmp_path):
+    lines = [f"We saw {n} cats.\tNous avons vu {n} chats." for n in range(40)] + FRA_LINES
+    path = _write(tmp_path / "fra.txt", lines)
+    loaded = load_translation_data(batch_size=4, num_steps=6, path=path, min_freq=2)
+    assert len(loaded.train_pairs) + len(loaded.valid_pairs) + len(loaded.test_pairs) == 46
+    assert loaded.src_vocab["cats"] != loaded.src_vocab.unk
+    assert loaded.src_vocab["run"] == loaded.src_vocab.unk  # seen once, min_freq=2
+    src, src_valid_len, tgt_input, tgt_valid_len, tgt_label = next(iter(loaded.train_loader))
+    assert src.shape == tgt_input.shape == tgt_label.shape == (4, 6)
+    assert src_valid_len.shape == tgt_valid_len.shape == (4,)
+
+
+def test_translation_batches_are_consistent():
+    loaded = load_translation_data(batch_size=8, num_pairs=400, seed=2)
+    tgt = loaded.tgt_vocab
+    for src, src_valid_len, tgt_input, tgt_valid_len, tgt_label in loaded.train_loader:
+        assert (tgt_input[:, 0] == tgt.bos).all()
+        assert torch.equal(tgt_input[:, 1:], tgt_label[:, :-1])  # teacher forcing: shift right
+        rows = torch.arange(len(src))
+        assert (src[rows, src_valid_len - 1] == loaded.src_vocab.eos).all()
+        assert (tgt_label[rows, tgt_valid_len - 1] == tgt.eos).all()
+        steps = torch.arange(loaded.num_steps)
+        padding = steps[None, :] >= tgt_valid_len[:, None]
+        assert (tgt_label[padding] == tgt.pad).all()
+    longest = max(
+        len(tokenize(s)) for pairs in (loaded.train_pairs, loaded.test_pairs) for s, _ in pairs
+    )
+    assert loaded.num_steps >= longest + 1
+    # The test loader follows test_pairs, so BLEU can use the raw references.
+    src, src_valid_len = loaded.encode_sources([s for s, _ in loaded.test_pairs[:8]])
+    assert torch.equal(src, next(iter(loaded.test_loader))[0])
+
+
+def test_translation_loader_order_is_seeded():
+    def first_batch(seed):
+        return next(
+            iter(load_translation_data(batch_size=8, num_pairs=300, seed=seed).train_loader)
+        )
+
+    assert torch.equal(first_batch(0)[0], first_batch(0)[0])
+    assert not torch.equal(first_batch(0)[0], first_batch(1)[0])
+
+
+def test_unknown_test_words_map_to_unk():
+    loaded = load_translation_data(batch_size=8, num_pairs=300, max_train_pairs=20)
+    src, _ = loaded.encode_sources(["We sold xylophones."])
+    tokens = loaded.src_vocab.to_tokens(src[0, :4])
+    assert tokens == ["we", "sold", "<unk>", "."]
+
+
+# --- download helper (never online in tests) -------------------------------------------------
+
+
+def test_download_verifies_the_checksum(tmp_path):
+    source = _write(tmp_path / "remote.txt", FRA_LINES)
+    digest = hashlib.sha256(source.read_bytes()).hexdigest()
+    target = tmp_path / "data" / "fra.txt"
+    with pytest.raises(ValueError, match="checksum"):
+        download_sentence_pairs(source.as_uri(), target, sha256="0" * 64)
+    assert not target.exists() and list((tmp_path / "data").iterdir()) == []
+    assert download_sentence_pairs(source.as_uri(), target, sha256=digest) == target
+    assert read_sentence_pairs(target)[0] == ("Go.", "Va !")
+    source.unlink()  # already there with the right checksum: nothing is fetched
+    assert download_sentence_pairs(source.as_uri(), target, sha256=digest) == target
+
+
+def test_download_extracts_a_member_of_a_zip(tmp_path):
+    archive = tmp_path / "fra-eng.zip"
+    with zipfile.ZipFile(archive, "w") as zipped:
+        zipped.writestr("fra.txt", "\n".join(FRA_LINES))
+        zipped.writestr("_about.txt", "about")
+    digest = hashlib.sha256(archive.read_bytes()).hexdigest()
+    target = download_sentence_pairs(
+        archive.as_uri(), tmp_path / "out" / "fra.txt", digest, "fra.txt"
+    )
+    assert len(read_sentence_pairs(target)) == len(FRA_LINES)
