@@ -190,7 +190,7 @@ class AddNorm(nn.Module):
 class TransformerEncoderBlock(nn.Module):
     """One encoder block: multi-head self-attention, then a position-wise FFN.
 
-    Each sublayer sits in an :class:`AddNorm` (post-norm by default, pre-norm with
+    Each sublayer sits in an `AddNorm` (post-norm by default, pre-norm with
     ``norm_first=True``). With the same weights and ``use_bias=True`` it computes what
     ``nn.TransformerEncoderLayer(batch_first=True, norm_first=norm_first)`` computes.
 
@@ -332,7 +332,7 @@ class TransformerEncoder(nn.Module):
 class DecoderState:
     """What the Transformer decoder carries from one call to the next.
 
-    Made by :meth:`TransformerDecoder.init_state`; every decoder call appends the positions it
+    Made by `TransformerDecoder.init_state`; every decoder call appends the positions it
     decoded to ``key_values``, so the next call only needs the new tokens.
 
     Attributes:
@@ -481,7 +481,7 @@ class TransformerDecoder(nn.Module):
     After each call ``self_attention_weights[i]`` and ``cross_attention_weights[i]`` hold block
     ``i``'s weights for the positions of that call; ``attention_weights`` is the last block's
     cross-attention averaged over heads (what the decoding functions of
-    :mod:`attention_book.seq2seq` record), and :meth:`reorder_state` serves their beam search.
+    `attention_book.seq2seq` record), and `reorder_state` serves their beam search.
 
     Args:
         vocab_size: Number of tokens in the target vocabulary.
@@ -537,7 +537,7 @@ class TransformerDecoder(nn.Module):
             enc_valid_lens: Number of real source tokens per sequence, or ``None``.
 
         Returns:
-            A fresh :class:`DecoderState`.
+            A fresh `DecoderState`.
 
         Raises:
             ValueError: If ``enc_outputs`` does not have shape
@@ -552,7 +552,7 @@ class TransformerDecoder(nn.Module):
         Args:
             X: Target token indices at the positions that follow the cached ones (the whole
                 shifted target in training, the last emitted token when decoding).
-            state: From :meth:`init_state` or the previous call; updated in place.
+            state: From `init_state` or the previous call; updated in place.
 
         Returns:
             Logits over the target vocabulary for each new position, and the updated state.
@@ -579,7 +579,7 @@ class TransformerDecoder(nn.Module):
             indices: Integer batch indices to keep, in order.
 
         Returns:
-            The selected state (see :meth:`DecoderState.select`).
+            The selected state (see `DecoderState.select`).
         """
         return state.select(indices)
 
@@ -588,7 +588,7 @@ class TransformerDecoder(nn.Module):
         """The last block's encoder-decoder attention weights of the last call, mean over heads.
 
         This is the one weight matrix per sentence that decoding functions such as
-        :func:`attention_book.seq2seq.greedy_decode` record (how much each new target
+        `attention_book.seq2seq.greedy_decode` record (how much each new target
         position looks at each source token). Every block and head is in
         ``cross_attention_weights``; ``None`` before the first call.
 

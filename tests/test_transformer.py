@@ -350,3 +350,29 @@ def test_decoder_refuses_to_decode_past_max_len():
     _, state = decoder(torch.ones((1, 3), dtype=torch.long), state)
     with pytest.raises(ValueError, match="max_len=4"):
         decoder(torch.ones((1, 2), dtype=torch.long), state)
+
+
+def test_beam_search_with_transformer_decoder():
+    from attention_book.seq2seq import EncoderDecoder, beam_search, greedy_decode
+
+    torch.manual_seed(0)
+    model = EncoderDecoder(
+        TransformerEncoder(15, 16, 32, 4, 2, 0.0), TransformerDecoder(12, 16, 32, 4, 2, 0.0)
+    )
+    src = torch.randint(3, 15, (2, 6))
+    src_valid_lens = torch.tensor([6, 4])
+    greedy = greedy_decode(model, src, src_valid_lens, bos_index=1, eos_index=2, max_len=5)
+    beam_1 = beam_search(model, src, src_valid_lens, 1, 2, max_len=5, beam_size=1)
+    assert [t.tokens for t in beam_1] == [t.tokens for t in greedy]
+    beam_3 = beam_search(model, src, src_valid_lens, 1, 2, max_len=5, beam_size=3)
+    for i, translation in enumerate(beam_3):
+        assert translation.attention_weights.shape == (len(translation.tokens), 6)
+        # The score is the log-probability of the tokens (and of <eos>, if it was generated
+        # before max_len) under teacher forcing.
+        targets = translation.tokens + ([2] if len(translation.tokens) < 5 else [])
+        tgt = torch.tensor([[1, *targets[:-1]]])
+        with torch.no_grad():
+            logits = model(src[i : i + 1], tgt, src_valid_lens[i : i + 1])
+        log_probs = torch.log_softmax(logits[0], dim=-1)
+        expected = log_probs[torch.arange(len(targets)), torch.tensor(targets)].sum()
+        assert translation.score == pytest.approx(float(expected), abs=1e-4)
