@@ -13,7 +13,12 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from attention_book.masking import _combined_mask, causal_mask, masked_softmax
+from attention_book.masking import (
+    _check_attn_mask_dtype,
+    _combined_mask,
+    causal_mask,
+    masked_softmax,
+)
 
 __all__ = ["AdditiveAttention", "DotProductAttention"]
 
@@ -218,15 +223,17 @@ class DotProductAttention(nn.Module):
             )
         _check_keys_values(keys, values)
         _check_leading(queries, keys, values)
+        if attn_mask is not None:
+            _check_attn_mask_dtype(attn_mask)
         if need_weights is None:
             need_weights = self.need_weights
-        num_queries, num_keys = queries.shape[-2], keys.shape[-2]
-        if is_causal:
-            causal = causal_mask(num_queries, num_keys, device=queries.device)
-            attn_mask = causal if attn_mask is None else attn_mask & causal
         if not need_weights:
             self.attention_weights = None
-            return self._fused(queries, keys, values, valid_lens, attn_mask)
+            return self._fused(queries, keys, values, valid_lens, attn_mask, is_causal)
+        if is_causal:
+            num_queries, num_keys = queries.shape[-2], keys.shape[-2]
+            causal = causal_mask(num_queries, num_keys, device=queries.device)
+            attn_mask = causal if attn_mask is None else attn_mask & causal
         d = queries.shape[-1]
         # (batch, [num_heads,] num_queries, d) @ (batch, [num_heads,] d, num_keys)
         scores = torch.matmul(queries, keys.transpose(-2, -1)) / math.sqrt(d)
@@ -241,13 +248,20 @@ class DotProductAttention(nn.Module):
         values: Tensor,
         valid_lens: Tensor | None,
         attn_mask: Tensor | None,
+        is_causal: bool,
     ) -> Tensor:
         """The same attention through PyTorch's fused kernel (no weights are kept)."""
-        scores_shape = (*queries.shape[:-1], keys.shape[-2])
-        mask = _combined_mask(scores_shape, queries.device, valid_lens, attn_mask)
         dropout_p = self.dropout.p if self.training else 0.0
-        if mask is None:
-            return F.scaled_dot_product_attention(queries, keys, values, dropout_p=dropout_p)
+        if valid_lens is None and attn_mask is None:  # the kernel's own (top-left) causal mask
+            return F.scaled_dot_product_attention(
+                queries, keys, values, dropout_p=dropout_p, is_causal=is_causal
+            )
+        num_queries, num_keys = queries.shape[-2], keys.shape[-2]
+        if is_causal:
+            causal = causal_mask(num_queries, num_keys, device=queries.device)
+            attn_mask = causal if attn_mask is None else attn_mask & causal
+        scores_shape = (*queries.shape[:-1], num_keys)
+        mask = _combined_mask(scores_shape, queries.device, valid_lens, attn_mask)
         # Let fully masked rows attend everywhere inside the kernel, then zero their output:
         # no backend can produce NaN for them, and their gradient is zero.
         row_has_key = mask.any(dim=-1, keepdim=True)  # (..., num_queries, 1)

@@ -139,6 +139,13 @@ def causal_mask(
 # --8<-- [end:causal_mask]
 
 
+def _check_attn_mask_dtype(attn_mask: Tensor) -> None:
+    """Raise ``ValueError`` unless ``attn_mask`` is a boolean tensor."""
+    if not isinstance(attn_mask, Tensor) or attn_mask.dtype != torch.bool:
+        dtype = attn_mask.dtype if isinstance(attn_mask, Tensor) else type(attn_mask)
+        raise ValueError(f"attn_mask must be a bool tensor (True = may attend), got {dtype}")
+
+
 def _combined_mask(
     scores_shape: torch.Size,
     device: torch.device,
@@ -166,9 +173,7 @@ def _combined_mask(
         # Insert a size-1 axis for every dimension between batch and queries (e.g. num_heads).
         mask = mask.view(mask.shape[0], *([1] * (len(scores_shape) - 3)), *mask.shape[1:])
     if attn_mask is not None:
-        if not isinstance(attn_mask, Tensor) or attn_mask.dtype != torch.bool:
-            dtype = attn_mask.dtype if isinstance(attn_mask, Tensor) else type(attn_mask)
-            raise ValueError(f"attn_mask must be a bool tensor (True = may attend), got {dtype}")
+        _check_attn_mask_dtype(attn_mask)
         try:
             broadcast = torch.broadcast_shapes(attn_mask.shape, scores_shape)
         except RuntimeError:

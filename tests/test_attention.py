@@ -284,6 +284,15 @@ def test_dot_product_bad_inputs():
         attention(q, k, v, torch.tensor([1, 2, 3]))
     with pytest.raises(ValueError, match=r"valid_lens must be non-negative"):
         attention(q, k, v, torch.tensor([1, -2]), need_weights=False)
+    for need_weights in (True, False):
+        with pytest.raises(ValueError, match=r"attn_mask must be a bool tensor.*float32"):
+            attention(
+                q, k, v, attn_mask=torch.ones(3, 5), is_causal=True, need_weights=need_weights
+            )
+        with pytest.raises(ValueError, match=r"attn_mask of shape \(4, 5\) does not broadcast"):
+            attention(
+                q, k, v, attn_mask=torch.ones(4, 5, dtype=torch.bool), need_weights=need_weights
+            )
 
 
 def test_additive_bad_inputs():
