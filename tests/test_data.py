@@ -1,19 +1,25 @@
+import gzip
 import hashlib
 import statistics
 import zipfile
 
+import numpy as np
 import pytest
 import torch
 
 from attention_book import data
 from attention_book.data import (
+    FASHION_MNIST_FILES,
     RESERVED_TOKENS,
     Vocab,
     build_arrays,
     builtin_pairs,
     download_sentence_pairs,
+    load_digits_data,
+    load_fashion_mnist,
     load_translation_data,
     preprocess,
+    read_idx,
     read_sentence_pairs,
     split_pairs,
     tokenize,
@@ -265,3 +271,110 @@ def test_download_extracts_a_member_of_a_zip(tmp_path):
         archive.as_uri(), tmp_path / "out" / "fra.txt", digest, "fra.txt"
     )
     assert len(read_sentence_pairs(target)) == len(FRA_LINES)
+
+
+# --- image data ------------------------------------------------------------------------------
+
+
+def test_digits_are_normalized_stratified_and_fixed():
+    from sklearn.datasets import load_digits
+
+    images = load_digits_data(batch_size=32)
+    x, y = next(iter(images.train_loader))
+    assert x.shape == (32, 1, 8, 8) and x.dtype == torch.float32
+    assert y.shape == (32,) and y.dtype == torch.long
+    assert images.image_shape == (1, 8, 8) and images.classes[3] == "3"
+    train_x, train_y = images.train_loader.dataset.tensors
+    test_x, test_y = images.test_loader.dataset.tensors
+    assert len(train_y) + len(test_y) == len(load_digits().target) == 1797
+    assert abs(train_x.mean().item()) < 1e-5 and train_x.std().item() == pytest.approx(1, abs=1e-4)
+    # stratified: each digit's share of the test split is close to its share overall
+    for digit in range(10):
+        assert (test_y == digit).float().mean().item() == pytest.approx(0.1, abs=0.01)
+    again = load_digits_data(batch_size=32).test_loader.dataset.tensors
+    assert torch.equal(again[1], test_y) and torch.equal(again[0], test_x)
+    assert not torch.equal(load_digits_data(seed=1).test_loader.dataset.tensors[1], test_y)
+
+
+def test_digits_upsampling():
+    images = load_digits_data(batch_size=16, upsample_to=16)
+    x, _ = next(iter(images.test_loader))
+    assert x.shape == (16, 1, 16, 16) and images.image_shape == (1, 16, 16)
+    with pytest.raises(ValueError, match="upsample_to"):
+        load_digits_data(upsample_to=0)
+
+
+def _idx_bytes(array: np.ndarray, code: int) -> bytes:
+    # Written here from the format's definition, independently of read_idx.
+    header = bytes([0, 0, code, array.ndim]) + b"".join(n.to_bytes(4, "big") for n in array.shape)
+    big_endian = array.astype(array.dtype.newbyteorder(">"))
+    return header + big_endian.tobytes()
+
+
+def _write_fashion_mnist(root, compress, num_train=12, num_test=6):
+    rng = np.random.default_rng(0)
+    arrays = {
+        "train-images-idx3-ubyte": rng.integers(0, 256, (num_train, 28, 28), dtype=np.uint8),
+        "train-labels-idx1-ubyte": rng.integers(0, 10, num_train, dtype=np.uint8),
+        "t10k-images-idx3-ubyte": rng.integers(0, 256, (num_test, 28, 28), dtype=np.uint8),
+        "t10k-labels-idx1-ubyte": rng.integers(0, 10, num_test, dtype=np.uint8),
+    }
+    checksums = {}
+    root.mkdir(parents=True, exist_ok=True)
+    for name, array in arrays.items():
+        raw = _idx_bytes(array, 0x08)
+        name = name + ".gz" if compress else name
+        (root / name).write_bytes(gzip.compress(raw) if compress else raw)
+        checksums[name] = hashlib.md5((root / name).read_bytes()).hexdigest()
+    return arrays, checksums
+
+
+@pytest.mark.parametrize("compress", [True, False])
+def test_read_idx_round_trips(tmp_path, compress):
+    arrays, _ = _write_fashion_mnist(tmp_path, compress)
+    suffix = ".gz" if compress else ""
+    images = read_idx(tmp_path / f"train-images-idx3-ubyte{suffix}")
+    assert images.dtype == torch.uint8
+    assert np.array_equal(images.numpy(), arrays["train-images-idx3-ubyte"])
+    floats = np.arange(6, dtype=np.float32).reshape(2, 3) / 7
+    (tmp_path / "floats.idx").write_bytes(_idx_bytes(floats, 0x0D))
+    assert np.array_equal(read_idx(tmp_path / "floats.idx").numpy(), floats)
+
+
+def test_read_idx_rejects_bad_files(tmp_path):
+    (tmp_path / "text.idx").write_bytes(b"hello world")
+    with pytest.raises(ValueError, match="not an IDX file"):
+        read_idx(tmp_path / "text.idx")
+    truncated = _idx_bytes(np.zeros((3, 4), dtype=np.uint8), 0x08)[:-2]
+    (tmp_path / "short.idx").write_bytes(truncated)
+    with pytest.raises(ValueError, match=r"shape \(3, 4\)"):
+        read_idx(tmp_path / "short.idx")
+
+
+@pytest.mark.parametrize("compress", [True, False])
+def test_load_fashion_mnist_from_written_files(tmp_path, compress):
+    arrays, checksums = _write_fashion_mnist(tmp_path, compress)
+    images = load_fashion_mnist(tmp_path, batch_size=4, checksums=checksums, upsample_to=32)
+    x, y = next(iter(images.test_loader))
+    assert x.shape == (4, 1, 32, 32) and images.image_shape == (1, 32, 32)
+    assert y.tolist() == arrays["t10k-labels-idx1-ubyte"][:4].tolist()
+    assert images.classes[9] == "Ankle boot" and len(images.classes) == 10
+    raw = torch.tensor(arrays["train-images-idx3-ubyte"], dtype=torch.float32) / 255
+    assert images.mean == pytest.approx(raw.mean().item(), rel=1e-3)
+    assert (
+        len(load_fashion_mnist(tmp_path, checksums=checksums, max_train=5).train_loader.dataset)
+        == 5
+    )
+
+
+def test_load_fashion_mnist_verifies_checksums_and_never_downloads_by_default(tmp_path):
+    _, checksums = _write_fashion_mnist(tmp_path, compress=True)
+    # The real Fashion-MNIST checksums (the default) reject these made-up files.
+    with pytest.raises(ValueError, match="checksum mismatch"):
+        load_fashion_mnist(tmp_path)
+    wrong = dict(checksums, **{"t10k-labels-idx1-ubyte.gz": "0" * 32})
+    with pytest.raises(ValueError, match="t10k-labels"):
+        load_fashion_mnist(tmp_path, checksums=wrong)
+    with pytest.raises(FileNotFoundError, match="download=True"):
+        load_fashion_mnist(tmp_path / "missing")
+    assert FASHION_MNIST_FILES["train-images-idx3-ubyte.gz"] == "8d4fb7e6c68d591d4c3dfef9ec88bf0d"
