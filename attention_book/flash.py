@@ -31,27 +31,33 @@ Conventions shared by all three:
 
 How Triton is imported. ``import attention_book`` never imports Triton. The kernels below are
 written as plain Python functions; `_load_triton_kernels` imports Triton and applies
-``triton.jit`` the first time a Triton kernel is needed. Triton reads ``TRITON_INTERPRET`` when
-``triton.jit`` is applied (``triton.knobs.runtime.interpret``), not when ``triton`` is imported,
-so the kernels are built once per mode (compiled or interpreted) and the mode in force at the
-call decides which one runs. Setting the environment variable before the first Triton call is
-therefore enough, whatever imported Triton earlier. Under the interpreter the kernels upcast
-their tiles to float32 before each ``tl.dot`` (the interpreter's dot does not handle bfloat16),
-use fixed block sizes from `_triton_block_sizes`, and never autotune or query a GPU driver.
+``triton.jit`` the first time a Triton kernel is needed, once per mode (compiled or
+interpreted), because Triton reads ``TRITON_INTERPRET`` when ``triton.jit`` is applied. Triton's
+own library functions that the kernels call (``tl.max``, ``tl.sum``) are decorated when
+``triton`` is first imported, though, so the interpreter works only if ``TRITON_INTERPRET=1``
+was set before the process first imported Triton; otherwise ``backend="triton"`` on CPU tensors
+raises a RuntimeError that says so. Under the interpreter the kernels upcast their tiles to
+float32 before each ``tl.dot`` (the interpreter's dot does not handle bfloat16), use fixed
+block sizes from `_triton_block_sizes`, and never autotune or query a GPU driver.
 """
 
 from __future__ import annotations
 
 import functools
+import weakref
+from collections.abc import Callable
 from types import SimpleNamespace
 
 import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_leaves
 
 __all__ = [
     "TiledAttention",
     "TritonAttention",
     "attention_mask",
     "flash_attention",
+    "measure_tensor_memory",
     "naive_attention",
     "online_softmax",
     "tiled_attention_backward",
@@ -679,6 +685,14 @@ def _triton_interpreting() -> bool:
     return bool(knobs.runtime.interpret)
 
 
+def _triton_library_interpreted() -> bool:
+    """Whether triton.language was imported in interpreter mode (its ``tl.max`` can run)."""
+    import triton.language
+    from triton.runtime.interpreter import InterpretedFunction
+
+    return isinstance(triton.language.max, InterpretedFunction)
+
+
 def _triton_block_sizes(interpret: bool) -> tuple[int, int] | None:
     """Block sizes (BLOCK_M, BLOCK_N) for a Triton launch, chosen without asking any GPU.
 
@@ -749,12 +763,19 @@ def _triton_setup(
         )
     if interpret and q.is_cuda:
         raise RuntimeError("TRITON_INTERPRET=1 runs kernels on CPU tensors; move q, k, v to CPU")
+    if interpret and not _triton_library_interpreted():
+        raise RuntimeError(
+            "TRITON_INTERPRET=1 was set after Triton was imported in compiled mode, so "
+            "triton.language's own functions cannot run on a CPU; set TRITON_INTERPRET=1 "
+            "before the first 'import triton' (in the shell, or at the top of the script)"
+        )
     kernels = _load_triton_kernels(interpret)
     head_dim = q.shape[-1]
     options = {
         "HEAD_DIM": max(16, 1 << (head_dim - 1).bit_length()),  # next power of two
         "UPCAST": interpret,
-        "INPUT_PRECISION": "ieee" if q.dtype == torch.float32 else "tf32",
+        # float32 inputs: exact float32 products (no TF32); other dtypes: Triton's default.
+        "INPUT_PRECISION": "ieee" if q.dtype == torch.float32 else None,
     }
     if block_m is None and block_n is None:
         fixed = _triton_block_sizes(interpret)
@@ -1001,3 +1022,69 @@ def flash_attention(
 def _fits_triton_head_dim(q: torch.Tensor) -> bool:
     low, high = _TRITON_HEAD_DIMS
     return q.dim() == 4 and low <= q.shape[-1] <= high
+
+
+# --8<-- [start:measure_tensor_memory]
+class _LiveTensorBytes(TorchDispatchMode):
+    """Counts the bytes of every tensor storage that PyTorch operators create while active.
+
+    Each new storage is added when an operator returns it and subtracted when Python frees it
+    (a `weakref.finalize` on the storage object), so ``peak`` is the most memory that tensors
+    made inside the mode held at one time. Storages of the inputs, and views of them, are not
+    counted. Scratch space an operator uses internally and frees before returning is not seen.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.live = 0
+        self.peak = 0
+        self.largest = 0
+        self._tracked: set[int] = set()
+
+    def _release(self, key: int, nbytes: int) -> None:
+        self._tracked.discard(key)
+        self.live -= nbytes
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        leaves = tree_leaves((args, kwargs))
+        inputs = {id(t.untyped_storage()) for t in leaves if isinstance(t, torch.Tensor)}
+        result = func(*args, **kwargs)
+        for tensor in tree_leaves(result):
+            if not isinstance(tensor, torch.Tensor):
+                continue
+            storage = tensor.untyped_storage()
+            key = id(storage)
+            if key in inputs or key in self._tracked:
+                continue
+            nbytes = storage.nbytes()
+            self._tracked.add(key)
+            self.live += nbytes
+            self.peak = max(self.peak, self.live)
+            self.largest = max(self.largest, nbytes)
+            weakref.finalize(storage, self._release, key, nbytes)
+        return result
+
+
+def measure_tensor_memory(function: Callable, *args, **kwargs) -> tuple[object, int, int]:
+    """Run ``function(*args, **kwargs)`` and measure the tensor memory it allocates.
+
+    The count is exact and deterministic: it adds the size of every tensor storage an operator
+    returns and subtracts it when the storage is freed. It leaves out the inputs, memory
+    that operators use internally and free before returning, and the allocator's own overhead.
+
+    Args:
+        function: The function to run.
+        *args: Its positional arguments.
+        **kwargs: Its keyword arguments.
+
+    Returns:
+        The function's result, the peak bytes held by new tensors at one time, and the size
+        in bytes of the largest single tensor allocated.
+    """
+    with _LiveTensorBytes() as counter:
+        result = function(*args, **kwargs)
+    return result, counter.peak, counter.largest
+
+
+# --8<-- [end:measure_tensor_memory]

@@ -1,0 +1,378 @@
+"""Tests of attention_book.flash: the tiled reference, the Triton kernels (under Triton's CPU
+interpreter) and the `flash_attention` entry point.
+
+How the interpreter is switched on. Triton decorates its own library functions (``tl.max``,
+``tl.sum``) when it is first imported, in the mode ``TRITON_INTERPRET`` says then; our kernels
+are decorated lazily, per mode, at their first launch (see attention_book.flash). So this module
+sets ``TRITON_INTERPRET=1`` at its top, before anything imports Triton (the package never does
+at import time), and the fixture `interpreter` sets it again with monkeypatch for each test. A
+subprocess test checks the clear error a reader gets when the variable comes too late. The
+guard-rail fixture proves that, under the interpreter, nothing autotunes or asks a GPU driver.
+
+Error rule for the kernels (FlashAttention's own tests, Dao et al.): at a given precision, the
+kernel's error against a float64 reference is at most twice the error of PyTorch's plain
+attention computed at that same precision, plus a floor of twice the rounding error of the
+reference values in that dtype (``(ref + 0.3 - 0.3 - ref)``): a few ulps, which keeps the rule
+from failing where PyTorch happens to be exact.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import subprocess
+import sys
+import textwrap
+
+# Before anything imports Triton: its library functions are built for the interpreter only if
+# TRITON_INTERPRET=1 is set at its first import (see attention_book.flash). Nothing in the
+# package imports Triton at import time, so setting it here, at collection, is early enough.
+if "triton" not in sys.modules:
+    os.environ.setdefault("TRITON_INTERPRET", "1")
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch.nn.attention.bias import causal_lower_right
+
+from attention_book import flash
+from attention_book.flash import (
+    TiledAttention,
+    flash_attention,
+    measure_tensor_memory,
+    naive_attention,
+    online_softmax,
+    tiled_attention_backward,
+    tiled_attention_forward,
+)
+
+HAS_TRITON = importlib.util.find_spec("triton") is not None
+needs_triton = pytest.mark.skipif(not HAS_TRITON, reason="Triton is not installed")
+
+
+def make_inputs(batch, num_heads, q_len, k_len, head_dim, dtype, seed=0):
+    generator = torch.Generator().manual_seed(seed)
+    q = torch.randn(batch, num_heads, q_len, head_dim, generator=generator, dtype=torch.float64)
+    k = torch.randn(batch, num_heads, k_len, head_dim, generator=generator, dtype=torch.float64)
+    v = torch.randn(batch, num_heads, k_len, head_dim, generator=generator, dtype=torch.float64)
+    grad_out = torch.randn(batch, num_heads, q_len, head_dim, generator=generator)
+    return (*(t.to(dtype) for t in (q, k, v)), grad_out.to(dtype))
+
+
+def forward_backward(attention, q, k, v, grad_out, **options):
+    """Output, lse and the three gradients of ``attention(q, k, v, **options)``."""
+    q, k, v = (t.detach().clone().requires_grad_() for t in (q, k, v))
+    out, lse = attention(q, k, v, **options)
+    grads = torch.autograd.grad(out, (q, k, v), grad_out)
+    return out.detach(), lse.detach(), *grads
+
+
+def naive(q, k, v, causal=False, valid_lens=None):
+    return naive_attention(q, k, v, causal=causal, valid_lens=valid_lens)
+
+
+def reference(q, k, v, causal=False, valid_lens=None, block_m=16, block_n=16):
+    return flash_attention(
+        q,
+        k,
+        v,
+        causal=causal,
+        valid_lens=valid_lens,
+        backend="reference",
+        block_m=block_m,
+        block_n=block_n,
+        return_lse=True,
+    )
+
+
+def assert_finite_lse_close(lse, expected, atol):
+    """LSE equal, where ``-inf`` (rows that see no key) must match exactly."""
+    assert torch.equal(torch.isinf(lse), torch.isinf(expected))
+    finite = ~torch.isinf(expected)
+    torch.testing.assert_close(lse[finite].double(), expected[finite].double(), atol=atol, rtol=0)
+
+
+# (q_len, k_len, head_dim, causal, valid_lens, block_m, block_n)
+CASES = [
+    pytest.param(40, 40, 16, False, None, 16, 16, id="square"),
+    pytest.param(37, 37, 24, True, None, 16, 8, id="causal-ragged-blocks"),
+    pytest.param(23, 51, 32, True, None, 8, 16, id="causal-q<k"),
+    pytest.param(51, 23, 16, True, None, 16, 16, id="causal-q>k-masked-rows"),
+    pytest.param(30, 45, 16, False, [45, 7], 32, 16, id="padding"),
+    pytest.param(33, 33, 8, True, [0, 20], 10, 7, id="padding-empty-sequence"),
+]
+
+
+# ---------------------------------------------------------------------------------------------
+# The tiled reference
+# ---------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("dtype,atol", [(torch.float64, 1e-12), (torch.float32, 2e-5)])
+@pytest.mark.parametrize("q_len,k_len,head_dim,causal,valid_lens,block_m,block_n", CASES)
+def test_reference_matches_naive(
+    dtype, atol, q_len, k_len, head_dim, causal, valid_lens, block_m, block_n
+):
+    q, k, v, grad_out = make_inputs(2, 3, q_len, k_len, head_dim, dtype)
+    lens = None if valid_lens is None else torch.tensor(valid_lens)
+    got = forward_backward(
+        reference, q, k, v, grad_out, causal=causal, valid_lens=lens, block_m=block_m,
+        block_n=block_n,
+    )  # fmt: skip
+    # The naive path, always in float64: the reference at `dtype` is compared with exact math.
+    expected = forward_backward(
+        naive, *(t.double() for t in (q, k, v, grad_out)), causal=causal, valid_lens=lens
+    )
+    for name, a, b in zip(
+        ("out", "dq", "dk", "dv"), got[:1] + got[2:], expected[:1] + expected[2:], strict=True
+    ):
+        assert a.dtype == dtype, name
+        assert not a.isnan().any(), name
+        torch.testing.assert_close(a.double(), b, atol=atol, rtol=0, msg=name)
+    assert_finite_lse_close(got[1], expected[1], atol)
+
+
+def test_fully_masked_rows_are_zero_without_nan():
+    # q_len > k_len with bottom-right alignment: the first q_len - k_len queries see no key.
+    q, k, v, grad_out = make_inputs(1, 2, 12, 5, 16, torch.float32)
+    out, lse, dq, dk, dv = forward_backward(reference, q, k, v, grad_out, causal=True)
+    assert torch.equal(out[:, :, :7], torch.zeros_like(out[:, :, :7]))
+    assert torch.isinf(lse[:, :, :7]).all() and (lse[:, :, :7] < 0).all()
+    assert torch.equal(dq[:, :, :7], torch.zeros_like(dq[:, :, :7]))
+    for tensor in (out, dq, dk, dv):
+        assert not tensor.isnan().any()
+    assert out[:, :, 7:].abs().sum() > 0
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_reference_matches_pytorch_sdpa(causal):
+    q, k, v, grad_out = make_inputs(2, 4, 50, 50, 32, torch.float32)
+    got = forward_backward(reference, q, k, v, grad_out, causal=causal)
+    sdpa = lambda q, k, v: (F.scaled_dot_product_attention(q, k, v, is_causal=causal), q)  # noqa: E731
+    expected = forward_backward(sdpa, q, k, v, grad_out)
+    for a, b in zip(got[:1] + got[2:], expected[:1] + expected[2:], strict=True):
+        torch.testing.assert_close(a, b, atol=2e-5, rtol=1e-5)
+
+
+def test_causal_alignment_is_bottom_right_like_causal_lower_right():
+    """q_len != k_len: equal to SDPA with PyTorch's lower-right causal bias, not is_causal."""
+    q, k, v, _ = make_inputs(1, 2, 6, 10, 16, torch.float32)
+    out = flash_attention(q, k, v, causal=True, backend="reference")
+    lower_right = F.scaled_dot_product_attention(q, k, v, attn_mask=causal_lower_right(6, 10))
+    top_left = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+    torch.testing.assert_close(out, lower_right, atol=1e-5, rtol=1e-5)
+    assert (out - top_left).abs().max() > 0.1
+
+
+def test_tiled_functions_with_autograd_function_directly():
+    q, k, v, grad_out = make_inputs(1, 1, 20, 20, 16, torch.float64)
+    out, lse = tiled_attention_forward(q, k, v, block_m=8, block_n=8)
+    grads = tiled_attention_backward(q, k, v, out, lse, grad_out, block_m=8, block_n=8)
+    q_, k_, v_ = (t.clone().requires_grad_() for t in (q, k, v))
+    out2, lse2 = TiledAttention.apply(q_, k_, v_, False, None, None, 8, 8)
+    assert not lse2.requires_grad
+    torch.testing.assert_close(out2, out)
+    torch.testing.assert_close(torch.autograd.grad(out2, (q_, k_, v_), grad_out), grads)
+
+
+def test_reference_never_allocates_the_score_matrix():
+    """Forward and backward of the tiled reference: no tensor as large as q_len x k_len."""
+    q, k, v, grad_out = make_inputs(1, 1, 192, 192, 16, torch.float32)
+    (out, lse), _, largest_forward = measure_tensor_memory(
+        tiled_attention_forward, q, k, v, causal=True, block_m=48, block_n=48
+    )
+    _, _, largest_backward = measure_tensor_memory(
+        tiled_attention_backward, q, k, v, out, lse, grad_out, True, block_m=48, block_n=48
+    )
+    score_matrix_bytes = 192 * 192 * 4
+    assert max(largest_forward, largest_backward) < score_matrix_bytes / 4
+    _, _, largest_naive = measure_tensor_memory(naive_attention, q, k, v)
+    assert largest_naive >= score_matrix_bytes
+
+
+def test_measure_tensor_memory_counts_live_tensors():
+    def two_temporaries(x):
+        a = x * 2  # 4000 bytes
+        b = a + 1  # 4000 bytes, a still alive: peak 8000
+        del a
+        return b.sum()  # b alive while the 4-byte sum is made
+
+    _, peak, largest = measure_tensor_memory(two_temporaries, torch.zeros(1000))
+    assert largest == 4000
+    assert peak == 8000
+
+
+def test_online_softmax_equals_softmax():
+    scores = torch.randn(103, dtype=torch.float64, generator=torch.Generator().manual_seed(1)) * 9
+    for block_size in (1, 7, 32, 103, 200):
+        torch.testing.assert_close(online_softmax(scores, block_size), torch.softmax(scores, 0))
+
+
+# ---------------------------------------------------------------------------------------------
+# Errors of the entry point
+# ---------------------------------------------------------------------------------------------
+
+
+def test_errors_name_the_argument_and_shapes():
+    q = torch.randn(2, 3, 10, 16)
+    with pytest.raises(ValueError, match=r"q must have shape \(batch, num_heads.*\(3, 10, 16\)"):
+        flash_attention(q[0], q, q)
+    with pytest.raises(ValueError, match=r"k must have shape \(2, 3, k_len, 16\).*\(2, 3, 10, 8\)"):
+        flash_attention(q, q[..., :8], q)
+    with pytest.raises(ValueError, match=r"v must have the shape of k"):
+        flash_attention(q, q, q[:, :, :5])
+    with pytest.raises(ValueError, match=r"q must have dtype in .*got torch.int64"):
+        flash_attention(q.long(), q.long(), q.long())
+    with pytest.raises(ValueError, match=r"valid_lens must be an integer tensor of shape \(2,\)"):
+        flash_attention(q, q, q, valid_lens=torch.tensor([1.0, 2.0]))
+    with pytest.raises(ValueError, match=r"backend must be"):
+        flash_attention(q, q, q, backend="cuda")
+    with pytest.raises(ValueError, match=r"block_m must be a positive int"):
+        flash_attention(q, q, q, block_m=0)
+
+
+@needs_triton
+def test_triton_errors(monkeypatch):
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    q = torch.randn(1, 2, 10, 8)
+    with pytest.raises(ValueError, match=r"head_dim in \[16, 128\].*\(1, 2, 10, 8\)"):
+        flash_attention(q, q, q, backend="triton")
+    q = torch.randn(1, 2, 10, 16, dtype=torch.float64)
+    with pytest.raises(ValueError, match=r"q must have dtype in \(float16, bfloat16, float32\)"):
+        flash_attention(q, q, q, backend="triton")
+    with pytest.raises(ValueError, match=r"block_n must be a power of two >= 16"):
+        flash_attention(q.float(), q.float(), q.float(), backend="triton", block_n=24)
+    monkeypatch.setenv("TRITON_INTERPRET", "0")
+    with pytest.raises(RuntimeError, match=r"needs CUDA tensors.*TRITON_INTERPRET=1"):
+        flash_attention(q.float(), q.float(), q.float(), backend="triton")
+
+
+def test_auto_backend_uses_the_reference_on_cpu(monkeypatch):
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+
+    def fail(*args):
+        raise AssertionError("auto must not use Triton for CPU tensors")
+
+    monkeypatch.setattr(flash.TritonAttention, "apply", fail)
+    q, k, v, _ = make_inputs(1, 2, 20, 20, 16, torch.float32)
+    torch.testing.assert_close(
+        flash_attention(q, k, v), flash_attention(q, k, v, backend="reference")
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# The Triton kernels, under the interpreter
+# ---------------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def interpreter(monkeypatch):
+    """Run Triton kernels on the CPU; no autotuning and no driver query may happen."""
+    if not HAS_TRITON:
+        pytest.skip("Triton is not installed")
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    import triton
+    from triton.runtime import driver  # the DriverConfig object behind driver.active
+
+    class NoDriver:
+        def __getattr__(self, name):
+            raise AssertionError(f"a GPU driver query ran under the interpreter: {name}")
+
+    def no_autotune(*args, **kwargs):
+        raise AssertionError("triton.autotune ran under the interpreter")
+
+    flash._load_triton_kernels.cache_clear()
+    monkeypatch.setattr(triton, "autotune", no_autotune)
+    monkeypatch.setattr(driver, "_active", NoDriver())
+    monkeypatch.setattr(driver, "_default", NoDriver())
+    yield
+    flash._load_triton_kernels.cache_clear()
+
+
+def triton_kernel(q, k, v, causal=False, valid_lens=None):
+    return flash_attention(
+        q, k, v, causal=causal, valid_lens=valid_lens, backend="triton", return_lse=True
+    )
+
+
+def low_precision_naive(q, k, v, causal=False, valid_lens=None):
+    """PyTorch's plain attention carried out entirely at the inputs' precision."""
+    return naive_attention(q, k, v, causal=causal, valid_lens=valid_lens)
+
+
+def rounding_floor(reference, dtype):
+    low = reference.to(dtype)
+    return 2 * (low + 0.3 - 0.3 - low).abs().max().item()
+
+
+# (q_len, k_len, head_dim, causal, valid_lens)
+TRITON_CASES = [
+    pytest.param(40, 40, 32, False, None, id="square-d32"),
+    pytest.param(29, 45, 48, True, None, id="causal-q<k-d48-padded"),
+    pytest.param(45, 29, 16, True, [29, 0], id="causal-q>k-padding-empty"),
+]
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("q_len,k_len,head_dim,causal,valid_lens", TRITON_CASES)
+def test_triton_kernel_error_rule(interpreter, dtype, q_len, k_len, head_dim, causal, valid_lens):
+    q, k, v, grad_out = make_inputs(2, 2, q_len, k_len, head_dim, dtype)
+    lens = None if valid_lens is None else torch.tensor(valid_lens)
+    options = {"causal": causal, "valid_lens": lens}
+    kernel = forward_backward(triton_kernel, q, k, v, grad_out, **options)
+    exact = forward_backward(naive, *(t.double() for t in (q, k, v, grad_out)), **options)
+    pytorch = forward_backward(low_precision_naive, q, k, v, grad_out, **options)
+    for name, index in (("out", 0), ("dq", 2), ("dk", 3), ("dv", 4)):
+        assert kernel[index].dtype == dtype and not kernel[index].isnan().any(), name
+        kernel_error = (kernel[index].double() - exact[index]).abs().max().item()
+        pytorch_error = (pytorch[index].double() - exact[index]).abs().max().item()
+        bound = 2 * pytorch_error + rounding_floor(exact[index], dtype)
+        assert kernel_error <= bound, f"{name}: {kernel_error:.2e} > {bound:.2e} ({dtype})"
+    assert_finite_lse_close(kernel[1], exact[1], atol=1e-5 if dtype == torch.float32 else 2e-2)
+
+
+def test_triton_matches_reference_with_strided_inputs_and_block_sizes(interpreter):
+    # (batch, seq_len, num_heads, head_dim) memory seen as (batch, num_heads, seq_len, head_dim)
+    q, k, v, grad_out = make_inputs(2, 3, 19, 19, 64, torch.float32)
+    q, k, v = (t.transpose(1, 2).contiguous().transpose(1, 2) for t in (q, k, v))
+    assert not q.is_contiguous()
+    got = forward_backward(
+        lambda *a, **o: flash_attention(*a, **o, backend="triton", return_lse=True),
+        q, k, v, grad_out, causal=True, block_m=32, block_n=16,
+    )  # fmt: skip
+    expected = forward_backward(reference, q, k, v, grad_out, causal=True)
+    for a, b in zip(got, expected, strict=True):
+        torch.testing.assert_close(a, b.to(a.dtype), atol=1e-5, rtol=1e-5)
+
+
+def test_interpreter_mode_never_autotunes_or_queries_the_driver(interpreter):
+    """The fixture replaced triton.autotune and the driver with objects that fail when used."""
+    q, k, v, grad_out = make_inputs(1, 1, 17, 17, 16, torch.float32)
+    out = forward_backward(triton_kernel, q, k, v, grad_out)[0]
+    kernels = flash._load_triton_kernels(True)
+    assert kernels.tuned is None
+    assert type(kernels.fwd).__name__ == "InterpretedFunction"
+    assert flash._triton_block_sizes(True) == (16, 16)
+    assert not out.isnan().any()
+
+
+@needs_triton
+def test_interpreter_requested_after_triton_import_gives_a_clear_error():
+    script = textwrap.dedent(
+        """
+        import os, torch, triton
+        os.environ["TRITON_INTERPRET"] = "1"
+        from attention_book.flash import flash_attention
+        q = torch.randn(1, 1, 8, 16)
+        try:
+            flash_attention(q, q, q, backend="triton")
+        except RuntimeError as error:
+            print(error)
+        """
+    )
+    env = {key: value for key, value in os.environ.items() if key != "TRITON_INTERPRET"}
+    result = subprocess.run(
+        [sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert result.returncode == 0, result.stderr
+    assert "before the first 'import triton'" in result.stdout
