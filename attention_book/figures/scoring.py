@@ -1,0 +1,199 @@
+"""Figures and build-time tables of the chapter "Attention scoring functions"."""
+
+from __future__ import annotations
+
+import math
+from functools import cache
+
+import matplotlib.pyplot as plt
+import torch
+from matplotlib.figure import Figure
+
+from attention_book.attention import AdditiveAttention, DotProductAttention
+from attention_book.masking import masked_softmax
+from attention_book.plotting import BOOK_STYLE, new_figure, show_heatmaps
+
+__all__ = [
+    "scoring_both_heatmaps",
+    "scoring_gradient_vs_d",
+    "scoring_masked_softmax",
+    "scoring_saturation_heatmaps",
+    "scoring_scaling_table",
+    "scoring_variance_vs_d",
+]
+
+#: Query/key sizes of the scaling experiment, and its sample sizes.
+DIMS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
+NUM_KEYS = 32
+NUM_TRIALS = 1000
+
+
+def scoring_masked_softmax() -> Figure:
+    """Masked softmax of the same random scores with 1-D and 2-D valid lengths.
+
+    One sequence of six queries over eight keys. With 1-D valid lengths every query of the
+    sequence sees the same first five keys. With 2-D valid lengths each query has its own
+    count; the query with count 0 gets a row of zeros.
+    """
+    generator = torch.Generator().manual_seed(0)
+    scores = torch.randn(1, 6, 8, generator=generator)  # (batch, num_queries, num_keys)
+    per_sequence = masked_softmax(scores, valid_lens=torch.tensor([5]))
+    per_query = masked_softmax(scores, valid_lens=torch.tensor([[1, 3, 0, 8, 5, 2]]))
+    weights = torch.stack([per_sequence[0], per_query[0]])[None]
+    # (1, 2, num_queries, num_keys)
+    return show_heatmaps(
+        weights,
+        xlabel="Keys",
+        ylabel="Queries",
+        titles=["valid_lens = [5]", "valid_lens = [[1, 3, 0, 8, 5, 2]]"],
+        figsize=(2.9, 2.4),
+        yticklabels=["q0", "q1", "q2", "q3", "q4", "q5"],
+    )
+
+
+@cache
+def _same_inputs() -> tuple[torch.Tensor, ...]:
+    """Queries, keys, values and valid lengths shared by the two scoring functions' heatmap."""
+    generator = torch.Generator().manual_seed(1)
+    queries = torch.randn(2, 6, 8, generator=generator)  # (batch, num_queries, d)
+    keys = torch.randn(2, 10, 8, generator=generator)  # (batch, num_keys, d)
+    values = torch.randn(2, 10, 4, generator=generator)  # (batch, num_keys, value_dim)
+    valid_lens = torch.tensor([4, 10])
+    return queries, keys, values, valid_lens
+
+
+def scoring_both_heatmaps() -> Figure:
+    """Additive and scaled dot-product attention weights on the same inputs and valid lengths.
+
+    The additive module has freshly initialized (seeded) projections; the dot-product module has
+    no parameters. Both hide the same keys, so the same columns are empty; inside the valid
+    keys, the two functions prefer different keys because they measure similarity differently.
+    """
+    queries, keys, values, valid_lens = _same_inputs()
+    torch.manual_seed(0)
+    additive = AdditiveAttention(key_size=8, query_size=8, num_hiddens=16, dropout=0.0)
+    dot_product = DotProductAttention(dropout=0.0)
+    with torch.no_grad():
+        additive(queries, keys, values, valid_lens)
+        dot_product(queries, keys, values, valid_lens)
+    # (num_rows=batch, num_cols=2, num_queries, num_keys)
+    weights = torch.stack([additive.attention_weights, dot_product.attention_weights], dim=1)
+    return show_heatmaps(
+        weights,
+        xlabel="Keys",
+        ylabel="Queries",
+        titles=["additive (untrained)", "scaled dot product"],
+        figsize=(2.8, 1.9),
+        xticklabels=[str(j) for j in range(keys.shape[1])],
+    )
+
+
+@cache
+def _scaling_measurements() -> dict[str, list[float]]:
+    """Measure, for each d, what scaling does to dot-product scores and to the softmax.
+
+    For every d, NUM_TRIALS queries each meet NUM_KEYS keys; all components are independent
+    standard normal. For the unscaled scores q.k and the scaled scores q.k / sqrt(d) it
+    records: the variance of the scores, the mean of each row's largest softmax weight, and the
+    median norm of the gradient that reaches the scores when a random upstream gradient flows
+    back through the softmax (the gradient a query and its keys would receive in training).
+    """
+    generator = torch.Generator().manual_seed(0)
+    results: dict[str, list[float]] = {
+        f"{what}_{how}": []
+        for what in ("variance", "largest_weight", "gradient")
+        for how in ("unscaled", "scaled")
+    }
+    for d in DIMS:
+        queries = torch.randn(NUM_TRIALS, 1, d, generator=generator)  # (trials, 1, d)
+        keys = torch.randn(NUM_TRIALS, NUM_KEYS, d, generator=generator)  # (trials, keys, d)
+        dot = (queries @ keys.transpose(1, 2)).squeeze(1)  # (trials, num_keys)
+        upstream = torch.randn(NUM_TRIALS, NUM_KEYS, generator=generator)
+        for how, scale in (("unscaled", 1.0), ("scaled", 1 / math.sqrt(d))):
+            scores = (dot * scale).requires_grad_()
+            weights = torch.softmax(scores, dim=-1)  # (trials, num_keys)
+            (weights * upstream).sum().backward()
+            results[f"variance_{how}"].append(scores.detach().var().item())
+            results[f"largest_weight_{how}"].append(weights.max(dim=-1).values.mean().item())
+            results[f"gradient_{how}"].append(scores.grad.norm(dim=-1).median().item())
+    return results
+
+
+def scoring_variance_vs_d() -> Figure:
+    """Measured variance of q.k and of q.k / sqrt(d) against d (unit-variance components)."""
+    results = _scaling_measurements()
+    fig = new_figure((5.0, 3.3))
+    with plt.rc_context(BOOK_STYLE):
+        ax = fig.add_subplot()
+        ax.plot(DIMS, DIMS, ":", color="#777777", label="d (the theory for q.k)")
+        ax.plot(DIMS, results["variance_unscaled"], "o-", color="#d62728", label="q.k")
+        ax.plot(DIMS, results["variance_scaled"], "s-", color="#1f77b4", label="q.k / sqrt(d)")
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log", base=2)
+        ax.set_xlabel("d (size of queries and keys)")
+        ax.set_ylabel("variance of the score")
+        ax.set_title("Measured score variance")
+        ax.legend(fontsize=8)
+        fig.tight_layout()
+    return fig
+
+
+def scoring_gradient_vs_d() -> Figure:
+    """Largest softmax weight and gradient norm against d, with and without 1/sqrt(d)."""
+    results = _scaling_measurements()
+    fig = new_figure((9.0, 3.3))
+    with plt.rc_context(BOOK_STYLE):
+        left, right = fig.subplots(1, 2)
+        for how, style, color in (("unscaled", "o-", "#d62728"), ("scaled", "s-", "#1f77b4")):
+            label = "q.k" if how == "unscaled" else "q.k / sqrt(d)"
+            left.plot(DIMS, results[f"largest_weight_{how}"], style, color=color, label=label)
+            right.plot(DIMS, results[f"gradient_{how}"], style, color=color, label=label)
+        left.axhline(1 / NUM_KEYS, color="#777777", linestyle=":", label="uniform (1/32)")
+        left.set_ylabel("mean largest weight")
+        left.set_title(f"Softmax saturation ({NUM_KEYS} keys)")
+        left.set_ylim(0, 1.05)
+        right.set_yscale("log")
+        right.set_ylabel("median gradient norm")
+        right.set_title("Gradient reaching the scores")
+        for ax in (left, right):
+            ax.set_xscale("log", base=2)
+            ax.set_xlabel("d (size of queries and keys)")
+            ax.legend(fontsize=8)
+        fig.tight_layout()
+    return fig
+
+
+def scoring_scaling_table() -> str:
+    """Markdown table of the scaling measurements at a few sizes d."""
+    results = _scaling_measurements()
+    lines = [
+        "| d | variance of q·k | variance of q·k/√d | largest weight, unscaled | "
+        "largest weight, scaled | gradient norm, unscaled | gradient norm, scaled |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for d in (1, 16, 64, 256, 1024):
+        i = DIMS.index(d)
+        lines.append(
+            f"| {d} | {results['variance_unscaled'][i]:.1f} | {results['variance_scaled'][i]:.2f} "
+            f"| {results['largest_weight_unscaled'][i]:.2f} "
+            f"| {results['largest_weight_scaled'][i]:.2f} "
+            f"| {results['gradient_unscaled'][i]:.1e} | {results['gradient_scaled'][i]:.1e} |"
+        )
+    return "\n".join(lines)
+
+
+def scoring_saturation_heatmaps() -> Figure:
+    """Weights of eight queries over eight keys at d = 256, without and with 1/sqrt(d)."""
+    generator = torch.Generator().manual_seed(2)
+    d = 256
+    queries = torch.randn(8, d, generator=generator)  # (num_queries, d)
+    keys = torch.randn(8, d, generator=generator)  # (num_keys, d)
+    scores = queries @ keys.T  # (num_queries, num_keys)
+    weights = torch.stack([torch.softmax(scores, -1), torch.softmax(scores / math.sqrt(d), -1)])
+    return show_heatmaps(
+        weights[None],  # (1, 2, num_queries, num_keys)
+        xlabel="Keys",
+        ylabel="Queries",
+        titles=["q·k (d = 256)", "q·k / √d"],
+        figsize=(2.6, 2.6),
+    )
