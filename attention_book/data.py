@@ -262,11 +262,27 @@ def split_pairs(
     }
 
 
-@functools.lru_cache(maxsize=4)
-def _builtin_splits(num_pairs: int, seed: int) -> dict[str, list[tuple[str, str]]]:
+def _generate_splits(num_pairs: int, seed: int) -> dict[str, list[tuple[str, str]]]:
     rng = random.Random(seed)
     pairs = [_sentence(rng) for _ in range(num_pairs)]
     return split_pairs(pairs, seed=seed)
+
+
+@functools.lru_cache(maxsize=4)
+def _builtin_splits(num_pairs: int, seed: int) -> dict[str, list[tuple[str, str]]]:
+    """The corpus's splits, cached in memory and on disk (see `attention_book.training`)."""
+    from importlib.metadata import version
+
+    from attention_book.training import cached
+
+    config = {
+        "corpus_version": CORPUS_VERSION,
+        "num_pairs": num_pairs,
+        "seed": seed,
+        "babel": version("babel"),  # another CLDR release may word things differently
+        "num2words": version("num2words"),
+    }
+    return cached("builtin-corpus", config, lambda: _generate_splits(num_pairs, seed))
 
 
 # --8<-- [start:builtin_pairs]
@@ -277,7 +293,8 @@ def builtin_pairs(
 
     `num_pairs` sentences are generated with a seeded random generator, deduplicated on the
     source sentence, shuffled with the same seed and split 80/10/10. The splits share no pair.
-    The result is cached in memory, so asking for each split costs one generation.
+    The result is cached in memory and in the results cache on disk (``cache_dir()`` of
+    `attention_book.training`), so only the first call of all generates it.
 
     Args:
         split: "train", "valid" or "test".

@@ -28,6 +28,17 @@ from attention_book.data import (
 # --- the built-in corpus ---------------------------------------------------------------------
 
 
+@pytest.fixture(scope="module", autouse=True)
+def tmp_cache(tmp_path_factory):
+    # The corpus is cached on disk: keep the tests' copies out of the reader's cache.
+    with pytest.MonkeyPatch.context() as patch:
+        path = tmp_path_factory.mktemp("cache")
+        patch.setenv("ATTENTION_BOOK_CACHE", str(path))
+        data._builtin_splits.cache_clear()
+        yield path
+    data._builtin_splits.cache_clear()
+
+
 @pytest.fixture(scope="module")
 def corpus():
     return {split: builtin_pairs(split) for split in ("train", "valid", "test")}
@@ -60,9 +71,11 @@ def test_builtin_lengths_spread_from_a_few_tokens_to_forty_plus(corpus):
             assert share >= 0.05, (split, low, share)
 
 
-def test_builtin_corpus_is_deterministic_and_seeded(corpus):
+def test_builtin_corpus_is_deterministic_seeded_and_cached_on_disk(corpus, tmp_cache):
+    assert len(list(tmp_cache.glob("builtin-corpus-*.pt"))) == 1
     data._builtin_splits.cache_clear()
-    assert builtin_pairs("test") == corpus["test"]
+    assert builtin_pairs("test") == corpus["test"]  # from the disk cache
+    assert data._generate_splits(15_000, 0)["test"] == corpus["test"]  # generated afresh
     assert builtin_pairs("test", num_pairs=200, seed=1) != builtin_pairs("test", num_pairs=200)
 
 
