@@ -11,6 +11,7 @@ from attention_book import data
 from attention_book.data import (
     FASHION_MNIST_FILES,
     RESERVED_TOKENS,
+    LengthBucketSampler,
     Vocab,
     build_arrays,
     builtin_pairs,
@@ -391,3 +392,40 @@ def test_load_fashion_mnist_verifies_checksums_and_never_downloads_by_default(tm
     with pytest.raises(FileNotFoundError, match="download=True"):
         load_fashion_mnist(tmp_path / "missing")
     assert FASHION_MNIST_FILES["train-images-idx3-ubyte.gz"] == "8d4fb7e6c68d591d4c3dfef9ec88bf0d"
+
+
+# --- length bucketing ------------------------------------------------------------------------
+
+
+def test_length_bucket_sampler_covers_every_example_once_and_groups_lengths():
+    lengths = [
+        int(n) for n in torch.randint(1, 50, (1000,), generator=torch.Generator().manual_seed(0))
+    ]
+    sampler = LengthBucketSampler(lengths, 16, torch.Generator().manual_seed(0), pool_batches=10)
+    batches = list(sampler)
+    assert len(batches) == len(sampler) == 63
+    assert sorted(i for batch in batches for i in batch) == list(range(1000))
+    spread = statistics.mean(
+        max(lengths[i] for i in b) - min(lengths[i] for i in b) for b in batches
+    )
+    assert spread < 10  # random batches of 16 would spread over about 45
+    assert batches == list(LengthBucketSampler(lengths, 16, torch.Generator().manual_seed(0), 10))
+    assert batches != list(sampler)  # the next epoch has another order
+
+
+def test_bucketed_translation_batches_are_trimmed_and_test_order_kept():
+    plain = load_translation_data(batch_size=16, num_pairs=400)
+    bucketed = load_translation_data(batch_size=16, num_pairs=400, bucket_by_length=True)
+    seen = 0
+    for src, src_valid_len, tgt_input, tgt_valid_len, tgt_label in bucketed.train_loader:
+        assert src.shape[1] == src_valid_len.max() <= bucketed.num_steps
+        assert tgt_input.shape == tgt_label.shape
+        assert tgt_label.shape[1] == tgt_valid_len.max()
+        assert (tgt_input[:, 0] == bucketed.tgt_vocab.bos).all()
+        seen += len(src)
+    assert seen == len(bucketed.train_pairs)
+    for trimmed, full in zip(bucketed.test_loader, plain.test_loader, strict=True):
+        width = trimmed[0].shape[1]
+        assert torch.equal(trimmed[0], full[0][:, :width])
+        assert (full[0][:, width:] == plain.src_vocab.pad).all()
+        assert torch.equal(trimmed[4], full[4][:, : trimmed[4].shape[1]])
