@@ -70,8 +70,9 @@ def scoring_both_heatmaps() -> Figure:
     keys, the two functions prefer different keys because they measure similarity differently.
     """
     queries, keys, values, valid_lens = _same_inputs()
-    torch.manual_seed(0)
-    additive = AdditiveAttention(key_size=8, query_size=8, num_hiddens=16, dropout=0.0)
+    with torch.random.fork_rng(devices=[]):  # seed the initialization, leave global state alone
+        torch.manual_seed(0)
+        additive = AdditiveAttention(key_size=8, query_size=8, num_hiddens=16, dropout=0.0)
     dot_product = DotProductAttention(dropout=0.0)
     with torch.no_grad():
         additive(queries, keys, values, valid_lens)
