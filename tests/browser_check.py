@@ -36,6 +36,8 @@ CHROMIUM_ARGS = [
 
 # Waits until MathJax (when the page loads it) has typeset, then reports the state of the page.
 PAGE_STATE = """async () => {
+  // A TeX error, or an undefined macro that MathJax's noundefined extension paints red.
+  const MATH_ERROR = 'mjx-merror, [data-mjx-error], mjx-mtext[style*="color: red"]';
   if (window.MathJax && window.MathJax.startup) {
     await window.MathJax.startup.promise;
   }
@@ -48,7 +50,7 @@ PAGE_STATE = """async () => {
     })),
     math: math.map(el => ({
       text: el.textContent.slice(0, 80),
-      ok: el.querySelector('mjx-container') !== null && el.querySelector('mjx-merror') === null,
+      ok: el.querySelector('mjx-container') !== null && el.querySelector(MATH_ERROR) === null,
     })),
     mathjax: Boolean(window.MathJax && window.MathJax.startup),
   };

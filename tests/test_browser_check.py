@@ -70,6 +70,14 @@ def test_unrendered_math_fails(tiny_site: Path):
     assert any("math not rendered" in p for p in found), found
 
 
+def test_an_undefined_macro_fails(tiny_site: Path):
+    # MathJax renders an unknown macro as red text inside the formula instead of an error.
+    red = '<mjx-container><mjx-mtext style="color: red;">\\\\nope</mjx-mtext></mjx-container>'
+    write_page(tiny_site, "macro", f'<span class="arithmatex">{red}</span>')
+    found = problems_of(tiny_site, "/macro/")
+    assert any("math not rendered" in p for p in found), found
+
+
 def test_a_console_error_fails(tiny_site: Path):
     write_page(tiny_site, "console", "<script>console.error('boom')</script>")
     found = problems_of(tiny_site, "/console/")
