@@ -21,6 +21,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from attention_book.attention import AdditiveAttention
+from attention_book.masking import masked_softmax
 
 __all__ = [
     "EncoderDecoder",
@@ -237,6 +238,31 @@ class Seq2SeqDecoder(nn.Module):
 
 
 # --8<-- [start:Seq2SeqAttentionDecoder]
+def _additive_attention_step(
+    attention: AdditiveAttention,
+    query: torch.Tensor,
+    projected_keys: torch.Tensor,
+    values: torch.Tensor,
+    valid_lens: torch.Tensor | None,
+) -> torch.Tensor:
+    """`attention(query, keys, values, valid_lens)` given keys already projected by W_k.
+
+    Bahdanau et al. (2015, appendix A.1.2) note that W_k h_t is the same at every decoder
+    step, so it is computed once per sentence; this saves most of the decoder's work.
+
+    Shapes:
+        - query: (batch, 1, query_size)
+        - projected_keys: (batch, num_keys, num_hiddens)
+        - values: (batch, num_keys, value_dim)
+        - returns: (batch, 1, value_dim)
+    """
+    # (batch, 1, 1, num_hiddens) + (batch, 1, num_keys, num_hiddens)
+    features = torch.tanh(attention.W_q(query).unsqueeze(2) + projected_keys.unsqueeze(1))
+    scores = attention.w_v(features).squeeze(-1)  # (batch, 1, num_keys)
+    attention.attention_weights = masked_softmax(scores, valid_lens)
+    return torch.bmm(attention.dropout(attention.attention_weights), values)
+
+
 class Seq2SeqAttentionDecoder(nn.Module):
     """A recurrent decoder with Bahdanau (additive) attention over the encoder states.
 
@@ -316,10 +342,18 @@ class Seq2SeqAttentionDecoder(nn.Module):
         _check_tokens("tgt", tgt)
         enc_outputs, rnn_state, enc_valid_lens = state
         embs = self.embedding(tgt)  # (batch, num_steps, embed_size)
+        additive = isinstance(self.attention, AdditiveAttention)
+        if additive:  # the keys' projection does not change from step to step: do it once
+            projected_keys = self.attention.W_k(enc_outputs)  # (batch, num_src_steps, num_hiddens)
         outputs, weights = [], []
         for t in range(tgt.shape[1]):
             query = _top_hidden(rnn_state)[:, None, :]  # (batch, 1, num_hiddens)
-            context = self.attention(query, enc_outputs, enc_outputs, enc_valid_lens)
+            if additive:
+                context = _additive_attention_step(
+                    self.attention, query, projected_keys, enc_outputs, enc_valid_lens
+                )
+            else:
+                context = self.attention(query, enc_outputs, enc_outputs, enc_valid_lens)
             step_input = torch.cat([embs[:, t : t + 1], context], dim=-1)
             output, rnn_state = self.rnn(step_input, rnn_state)  # (batch, 1, num_hiddens)
             outputs.append(output)

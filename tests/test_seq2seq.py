@@ -118,6 +118,23 @@ def test_attention_weights_are_zero_on_padding_and_sum_to_one():
     torch.testing.assert_close(weights.sum(dim=-1), torch.ones(6, 5))
 
 
+def test_decoder_attention_equals_the_additive_attention_module():
+    # The decoder projects the keys once per sentence; it must match calling the module.
+    model = make_model(True, num_layers=1).train()  # dropout 0, so train mode is exact too
+    src, tgt, valid = toy_batch()
+    enc_outputs, enc_state = model.encoder(src, valid)
+    logits, _ = model.decoder(tgt, model.decoder.init_state((enc_outputs, enc_state), valid))
+    state, outputs, weights = enc_state, [], []
+    for t in range(tgt.shape[1]):
+        context = model.decoder.attention(state[-1][:, None], enc_outputs, enc_outputs, valid)
+        weights.append(model.decoder.attention.attention_weights)
+        embedded = model.decoder.embedding(tgt[:, t : t + 1])
+        output, state = model.decoder.rnn(torch.cat([embedded, context], dim=-1), state)
+        outputs.append(output)
+    torch.testing.assert_close(logits, model.decoder.dense(torch.cat(outputs, dim=1)))
+    torch.testing.assert_close(model.decoder.attention_weights, torch.cat(weights, dim=1))
+
+
 def test_attention_query_is_previous_decoder_state():
     # The first step's query is the encoder's final state: rebuild that step by hand.
     model = make_model(True, num_layers=1)
