@@ -32,13 +32,16 @@ Conventions shared by all three:
 How Triton is imported. ``import attention_book`` never imports Triton. The kernels below are
 written as plain Python functions; `_load_triton_kernels` imports Triton and applies
 ``triton.jit`` the first time a Triton kernel is needed, once per mode (compiled or
-interpreted), because Triton reads ``TRITON_INTERPRET`` when ``triton.jit`` is applied. Triton's
-own library functions that the kernels call (``tl.max``, ``tl.sum``) are decorated when
-``triton`` is first imported, though, so the interpreter works only if ``TRITON_INTERPRET=1``
-was set before the process first imported Triton; otherwise ``backend="triton"`` on CPU tensors
-raises a RuntimeError that says so. Under the interpreter the kernels upcast their tiles to
-float32 before each ``tl.dot`` (the interpreter's dot does not handle bfloat16), use fixed
-block sizes from `_triton_block_sizes`, and never autotune or query a GPU driver.
+interpreted), because Triton reads ``TRITON_INTERPRET`` when ``triton.jit`` is applied. The two
+library reductions the kernels call, ``tl.max`` and ``tl.sum``, are decorated by Triton when it
+is first imported, in the mode in force then; PyTorch itself imports Triton on many paths
+(``torch._dynamo``, a ``TorchDispatchMode``, ``torch.nn.attention.bias``). So when the
+interpreter is asked for after Triton was imported in compiled mode, the kernels see ``tl``
+through `_InterpreterLanguage`, which re-wraps those two functions for the interpreter and
+passes everything else through. Either way, setting ``TRITON_INTERPRET=1`` before the first
+Triton call is enough. Under the interpreter the kernels upcast their tiles to float32 before
+each ``tl.dot`` (the interpreter's dot does not handle bfloat16), use fixed block sizes from
+`_triton_block_sizes`, and never autotune or query a GPU driver.
 """
 
 from __future__ import annotations
@@ -66,8 +69,9 @@ __all__ = [
     "triton_attention_forward",
 ]
 
-#: Bound to ``triton.language`` by `_load_triton_kernels`; the kernels look ``tl`` up at run time.
+#: Bound to ``triton.language`` by `_bind_language`; the kernels look ``tl`` up at run time.
 tl = None
+_triton_language = None
 
 _REFERENCE_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 _TRITON_DTYPES = (torch.float16, torch.bfloat16, torch.float32)
@@ -693,6 +697,51 @@ def _triton_library_interpreted() -> bool:
     return isinstance(triton.language.max, InterpretedFunction)
 
 
+class _InterpreterLanguage:
+    """``triton.language`` whose library functions are rebuilt for the interpreter.
+
+    Used only when the interpreter is requested after Triton was imported in compiled mode:
+    Triton's own ``@triton.jit`` library functions (``tl.max``, ``tl.sum``, ``tl.zeros``) are
+    then compiled-mode functions that cannot run on a CPU, so each is wrapped again as an
+    interpreted function. Every other name is looked up on ``triton.language`` at call time, so
+    the builtins the interpreter patches while a kernel runs are the ones the kernel gets.
+    """
+
+    def __init__(self) -> None:
+        import triton.language
+
+        self._language = triton.language
+        self._rebuilt: dict[str, object] = {}
+
+    def __getattr__(self, name: str):
+        from triton.runtime.interpreter import InterpretedFunction
+        from triton.runtime.jit import JITFunction
+
+        value = getattr(self._language, name)
+        if not isinstance(value, JITFunction):
+            return value
+        if name not in self._rebuilt:
+            self._rebuilt[name] = InterpretedFunction(value.fn)
+        return self._rebuilt[name]
+
+
+def _bind_language(interpret: bool) -> None:
+    """Point the kernels' global ``tl`` at the right ``triton.language`` for this launch."""
+    global tl, _triton_language
+    import triton.language
+
+    _triton_language = triton.language  # the interpreter looks for the module in the globals
+    if interpret and not _triton_library_interpreted():
+        tl = _interpreter_language()
+    else:
+        tl = triton.language
+
+
+@functools.cache
+def _interpreter_language() -> _InterpreterLanguage:
+    return _InterpreterLanguage()
+
+
 def _triton_block_sizes(interpret: bool) -> tuple[int, int] | None:
     """Block sizes (BLOCK_M, BLOCK_N) for a Triton launch, chosen without asking any GPU.
 
@@ -724,11 +773,9 @@ def _load_triton_kernels(interpret: bool) -> SimpleNamespace:
     Autotuned variants are built only in compiled mode on a machine with a CUDA device; under
     the interpreter nothing here queries a driver or autotunes.
     """
-    global tl
     import triton
-    import triton.language
 
-    tl = triton.language
+    _bind_language(interpret)
     kernels = SimpleNamespace(
         fwd=triton.jit(_attn_fwd),
         dkdv=triton.jit(_attn_bwd_dkdv),
@@ -763,13 +810,8 @@ def _triton_setup(
         )
     if interpret and q.is_cuda:
         raise RuntimeError("TRITON_INTERPRET=1 runs kernels on CPU tensors; move q, k, v to CPU")
-    if interpret and not _triton_library_interpreted():
-        raise RuntimeError(
-            "TRITON_INTERPRET=1 was set after Triton was imported in compiled mode, so "
-            "triton.language's own functions cannot run on a CPU; set TRITON_INTERPRET=1 "
-            "before the first 'import triton' (in the shell, or at the top of the script)"
-        )
     kernels = _load_triton_kernels(interpret)
+    _bind_language(interpret)
     head_dim = q.shape[-1]
     options = {
         "HEAD_DIM": max(16, 1 << (head_dim - 1).bit_length()),  # next power of two
