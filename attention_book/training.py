@@ -34,6 +34,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import torch
 from matplotlib.figure import Figure
+from matplotlib.ticker import MaxNLocator
 from torch import nn
 from torch.nn import functional as F
 
@@ -133,15 +134,16 @@ class History:
             axes = fig.subplots(1, 1 + bool(others), squeeze=False)[0]
             for name, values in losses.items():
                 axes[0].plot(epochs[: len(values)], values, "o-", markersize=3, label=name)
-            axes[0].set_xlabel("epoch")
             axes[0].set_ylabel("loss")
             axes[0].legend()
             if others:
                 for name, values in others.items():
                     axes[1].plot(epochs[: len(values)], values, "o-", markersize=3, label=name)
-                axes[1].set_xlabel("epoch")
-                axes[1].set_ylabel("metric")
+                axes[1].set_ylabel(next(iter(others)) if len(others) == 1 else "metric")
                 axes[1].legend()
+            for ax in axes:
+                ax.set_xlabel("epoch")
+                ax.xaxis.set_major_locator(MaxNLocator(integer=True))
             if title:
                 fig.suptitle(title)
             fig.tight_layout()
