@@ -381,3 +381,43 @@ def test_interpreter_works_when_triton_was_imported_first_in_compiled_mode():
     assert result.returncode == 0, result.stderr[-3000:]
     error, finite = result.stdout.split()
     assert float(error) < 1e-5 and finite == "True"
+
+
+# ---------------------------------------------------------------------------------------------
+# The chapter's figure helpers (attention_book.figures.flash)
+# ---------------------------------------------------------------------------------------------
+
+
+def test_intensity_model_limits():
+    from attention_book.figures.flash import flash_attention_intensity
+
+    for head_dim in (64, 128):
+        long = flash_attention_intensity(2**20, head_dim)
+        assert long["naive"] == pytest.approx(head_dim / 2, rel=1e-3)  # d/2 FLOP per byte
+        assert long["flash"] == pytest.approx(2**20 / 2, rel=1e-3)  # n/2 with perfect reuse
+        capped = flash_attention_intensity(2**20, head_dim, block_m=128)["flash"]
+        assert capped == pytest.approx(128, rel=1e-3)
+
+
+def test_gpu_results_note_without_a_file_and_figure_with_one(tmp_path):
+    import json
+
+    from attention_book.figures.flash import _gpu_results_markdown
+
+    missing = _gpu_results_markdown(tmp_path / "absent.json")
+    assert "No GPU run yet" in missing and "benchmarks/flash_gpu.py" in missing
+    # A synthetic file (test data, not a measurement) exercises the drawing code.
+    row = {"dtype": "bfloat16", "head_dim": 128, "causal": False, "batch": 4, "num_heads": 16}
+    results = [
+        {**row, "provider": p, "seq_len": n, "fwd_tflops": t, "fwd_bwd_tflops": t / 2}
+        for p, t in (("triton", 1.0), ("sdpa-flash", 2.0))
+        for n in (512, 1024)
+    ] + [{**row, "provider": "sdpa-cudnn", "seq_len": 512, "error": "RuntimeError: none"}]
+    environment = {"gpu": "Test GPU", "driver": "0", "cuda": "0", "torch": "0", "triton": "0"}
+    path = tmp_path / "flash_gpu.json"
+    path.write_text(
+        json.dumps({"environment": environment | {"date_utc": "x"}, "results": results})
+    )
+    markdown = _gpu_results_markdown(path)
+    assert "Test GPU" in markdown and "data:image/svg+xml;base64," in markdown
+    assert markdown.count("| triton |") == 2 and "sdpa-cudnn" not in markdown
