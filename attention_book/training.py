@@ -25,6 +25,7 @@ import random
 import sys
 import tempfile
 import time
+import warnings
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -173,8 +174,11 @@ def _batch_size(batch: Any) -> int:
 
 
 def _show_progress(progress: bool | None) -> bool:
-    # Auto: a bar only when a person is watching a terminal (not in CI, builds or notebooks' logs).
-    return sys.stderr.isatty() if progress is None else progress
+    # Auto: a bar only when a person is watching, in a terminal or a Jupyter notebook;
+    # never in the site build, the tests or CI, where it would only clutter the logs.
+    if progress is not None:
+        return progress
+    return sys.stderr.isatty() or "ipykernel" in sys.modules
 
 
 # --8<-- [start:fit]
@@ -209,8 +213,8 @@ def fit(
         optimizer: An optimizer over `model`'s parameters; overrides `lr`.
         grad_clip: If given, the maximum global L2 norm of the gradients (RNNs need it).
         device: Where to train; None picks `get_device()`.
-        progress: Show a tqdm progress bar: True, False, or None for "only if stderr is a
-            terminal" (quiet in builds, tests and CI).
+        progress: Show a tqdm progress bar: True, False, or None for "only in a terminal
+            or a Jupyter notebook" (quiet in builds, tests and CI).
         valid_fn: ``valid_fn(model) -> {"name": value}``, run after every epoch.
         seed: If given, `set_seed(seed)` first (the loader's shuffling has its own generator).
 
@@ -507,13 +511,28 @@ def cached(name: str, config: dict[str, Any], compute: Callable[[], T], refresh:
     path = cache_path(name, config)
     key = _config_json(name, config)
     if path.exists() and not refresh:
-        entry = torch.load(path, weights_only=True)
-        if entry.get("key") == key:
-            return entry["value"]
+        try:
+            entry = torch.load(path, weights_only=True)
+        except Exception as error:  # unreadable (another torch version, a damaged disk)
+            warnings.warn(
+                f"recomputing {path.name}: cached file unreadable ({error})", stacklevel=2
+            )
+        else:
+            if entry.get("key") == key:
+                return entry["value"]
     value = compute()
     # Write to a temporary file, then rename: a crash never leaves a half-written entry.
     with tempfile.NamedTemporaryFile(dir=path.parent, suffix=".tmp", delete=False) as file:
         torch.save({"key": key, "value": value}, file)
+    try:  # fail now, not at the next run, if the value cannot be loaded safely
+        torch.load(file.name, weights_only=True)
+    except Exception as error:
+        os.unlink(file.name)
+        raise ValueError(
+            f"the result of {name!r} cannot be cached: torch.load(weights_only=True) refuses "
+            f"it ({error}). Cache tensors, state dicts, numbers, strings, lists, dicts and "
+            "History objects, or register your class with torch.serialization.add_safe_globals"
+        ) from None
     os.replace(file.name, path)
     return value
 

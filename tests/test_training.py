@@ -324,3 +324,18 @@ def test_same_seed_gives_same_split_and_loss_curve_for_translation(tmp_cache):
     assert first == second
     assert first[0] != other[0] and first[1] != other[1]
     assert first[1][1] < first[1][0]
+
+
+class _NotAllowlisted:
+    pass
+
+
+def test_cached_rejects_unsafe_values_at_once_and_recovers_from_damaged_files(tmp_cache):
+    with pytest.raises(ValueError, match="cannot be cached"):
+        cached("unsafe", {}, _NotAllowlisted)
+    assert not list(tmp_cache.glob("*"))  # no entry, no temporary file left behind
+    cached("demo", {}, lambda: 1)
+    cache_path("demo", {}).write_bytes(b"not a torch file")
+    with pytest.warns(UserWarning, match="unreadable"):
+        assert cached("demo", {}, lambda: 2) == 2
+    assert cached("demo", {}, lambda: 3) == 2
