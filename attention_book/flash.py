@@ -783,7 +783,7 @@ def _load_triton_kernels(interpret: bool) -> SimpleNamespace:
         tuned=None,
     )
     if not interpret and torch.cuda.is_available():
-        key = ["q_len", "k_len", "head_dim"]
+        key = ["q_len", "k_len", "head_dim", "CAUSAL", "HAS_VALID_LENS"]
         kernels.tuned = SimpleNamespace(
             fwd=triton.autotune(_autotune_configs("fwd"), key=key)(triton.jit(_attn_fwd)),
             dkdv=triton.autotune(_autotune_configs("dkdv"), key=key)(triton.jit(_attn_bwd_dkdv)),
