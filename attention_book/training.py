@@ -424,7 +424,12 @@ def bleu(
         references = [" ".join(tokens) for tokens in references]
     if tokenize is None:
         tokenize = "none" if as_tokens else "13a"
-    return sacrebleu.corpus_bleu(list(hypotheses), [list(references)], tokenize=tokenize).score
+    # force=True for token lists: they are tokenized on purpose, so sacrebleu's warning
+    # about tokenized input does not apply.
+    score = sacrebleu.corpus_bleu(
+        list(hypotheses), [list(references)], tokenize=tokenize, force=as_tokens
+    )
+    return score.score
 
 
 # --8<-- [end:metrics]

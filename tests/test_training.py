@@ -215,6 +215,12 @@ def test_bleu_known_value_by_hand():
     assert bleu([hypothesis], [reference]) == pytest.approx(100 * bp)
 
 
+def test_bleu_on_token_lists_does_not_warn_about_tokenized_input(capsys):
+    sentences = [["nous", "avons", "vendu", "dix", "billets", "."]] * 120
+    bleu(sentences, sentences)
+    assert "detokenize" not in capsys.readouterr().err
+
+
 def test_bleu_rejects_mismatched_lengths():
     with pytest.raises(ValueError, match="same length"):
         bleu(["a"], ["a", "b"])
