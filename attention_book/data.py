@@ -354,7 +354,7 @@ def preprocess(text: str) -> str:
         'va ! il est 3:45 pm , déjà .'
     """
     text = text.replace("\u202f", " ").replace("\xa0", " ").lower()
-    text = _PUNCTUATION_AT_WORD_END.sub(r" \1", text)
+    text = _PUNCTUATION_AT_WORD_END.sub(lambda match: " " + match[1], text)
     return " ".join(text.split())
 
 
@@ -420,9 +420,10 @@ class Vocab:
 
     def __getitem__(self, tokens: str | Sequence[str]) -> int | list[int]:
         """Index of a token, or list of indices of a list of tokens; unknown → `<unk>`."""
+        unk = self.unk
         if isinstance(tokens, str):
-            return self.token_to_idx.get(tokens, self.unk)
-        return [self[token] for token in tokens]
+            return self.token_to_idx.get(tokens, unk)
+        return [self.token_to_idx.get(token, unk) for token in tokens]
 
     def to_tokens(self, indices: int | Sequence[int] | torch.Tensor) -> str | list[str]:
         """Token of an index, or list of tokens of a sequence (or 1-D tensor) of indices."""
@@ -684,11 +685,14 @@ class TranslationData:
 
 
 def _translation_tensors(
-    pairs: Sequence[tuple[str, str]], src_vocab: Vocab, tgt_vocab: Vocab, num_steps: int
+    token_pairs: Sequence[tuple[list[str], list[str]]],
+    src_vocab: Vocab,
+    tgt_vocab: Vocab,
+    num_steps: int,
 ) -> TensorDataset:
-    src, src_valid_len = build_arrays([tokenize(s) for s, _ in pairs], src_vocab, num_steps)
-    tgt_label, tgt_valid_len = build_arrays([tokenize(t) for _, t in pairs], tgt_vocab, num_steps)
-    bos = torch.full((len(pairs), 1), tgt_vocab.bos, dtype=torch.long)
+    src, src_valid_len = build_arrays([s for s, _ in token_pairs], src_vocab, num_steps)
+    tgt_label, tgt_valid_len = build_arrays([t for _, t in token_pairs], tgt_vocab, num_steps)
+    bos = torch.full((len(token_pairs), 1), tgt_vocab.bos, dtype=torch.long)
     tgt_input = torch.cat([bos, tgt_label[:, :-1]], dim=1)  # (n, num_steps), shifted right
     return TensorDataset(src, src_valid_len, tgt_input, tgt_valid_len, tgt_label)
 
@@ -803,8 +807,8 @@ def load_translation_data(
             len(side) for pairs in tokens.values() for pair in pairs for side in pair
         )
     datasets = {
-        name: _translation_tensors(pairs, src_vocab, tgt_vocab, num_steps)
-        for name, pairs in splits.items()
+        name: _translation_tensors(token_pairs, src_vocab, tgt_vocab, num_steps)
+        for name, token_pairs in tokens.items()
     }
     generator = torch.Generator().manual_seed(seed)
     if bucket_by_length:
