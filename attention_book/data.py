@@ -67,7 +67,7 @@ __all__ = [
 _SPLITS = ("train", "valid", "test")
 
 #: Bumped whenever the generator changes, so cached copies of an older corpus are not reused.
-CORPUS_VERSION = 2
+CORPUS_VERSION = 3
 
 # Glue phrases: subjects with their French auxiliary (passé composé), verbs as past
 # participles, and nouns that are masculine in French (num2words writes "un", not "une").
@@ -105,7 +105,8 @@ def _spell(number: int) -> tuple[str, str]:
 
 
 def _sample_count(rng: random.Random) -> int:
-    # Mostly small numbers, sometimes hundreds: a spread of 1 to 5 words per number.
+    # 40% from 1 to 20 (one word), 60% from 21 to 999 (up to five words: "three hundred and
+    # forty-two" -> "trois cent quarante-deux", where French drops the "and").
     return rng.randint(1, 20) if rng.random() < 0.4 else rng.randint(21, 999)
 
 
@@ -164,9 +165,12 @@ def _language_names(locale: str) -> dict[str, str]:
 def _language_clause(rng: random.Random, subject: tuple[str, str]) -> tuple[str, str]:
     verb_en, verb_fr = rng.choice(_LANGUAGE_VERBS)
     code = rng.choice(_LANGUAGES)
+    language_fr = _language_names("fr")[code]
+    if verb_fr != "parlé":  # "il a parlé arabe", but "il a appris l'arabe", "le japonais"
+        language_fr = f"l'{language_fr}" if language_fr[0] in "aeiouéh" else f"le {language_fr}"
     return (
         f"{subject[0]} {verb_en} {_language_names('en')[code]}",
-        f"{subject[1]} {verb_fr} {_language_names('fr')[code]}",
+        f"{subject[1]} {verb_fr} {language_fr}",
     )
 
 
@@ -310,8 +314,9 @@ def builtin_pairs(
         ValueError: If `split` is not one of "train", "valid", "test".
 
     Example:
-        >>> builtin_pairs("train")[0]  # doctest: +SKIP
-        ('On Sunday, November 29, 2026 at 3:45 PM we sold ninety-seven tickets.', ...)
+        >>> builtin_pairs("train")[3]  # doctest: +SKIP
+        ('She sold six hundred and eight books on Sunday, April 5, 2020.',
+         'Elle a vendu six cent huit livres le dimanche 5 avril 2020.')
     """
     if split not in _SPLITS:
         raise ValueError(f"split must be 'train', 'valid' or 'test', got {split!r}")
