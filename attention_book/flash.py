@@ -1108,7 +1108,9 @@ class _LiveTensorBytes(TorchDispatchMode):
         return result
 
 
-def measure_tensor_memory(function: Callable, *args, **kwargs) -> tuple[object, int, int]:
+def measure_tensor_memory(
+    function: Callable, *args: object, **kwargs: object
+) -> tuple[object, int, int]:
     """Run ``function(*args, **kwargs)`` and measure the tensor memory it allocates.
 
     The count is exact and deterministic: it adds the size of every tensor storage an operator
