@@ -421,3 +421,59 @@ def test_gpu_results_note_without_a_file_and_figure_with_one(tmp_path):
     markdown = _gpu_results_markdown(path)
     assert "Test GPU" in markdown and "data:image/svg+xml;base64," in markdown
     assert markdown.count("| triton |") == 2 and "sdpa-cudnn" not in markdown
+
+
+@needs_triton
+def test_kernels_compile_for_hopper_without_a_gpu():
+    """The compiled path (not the interpreter) type-checks: build a cubin for sm_90 on the CPU.
+
+    Runs in a fresh process without TRITON_INTERPRET, so that Triton is in compiled mode;
+    Triton's bundled ptxas does the last step, no GPU or driver is involved.
+    """
+    script = textwrap.dedent(
+        """
+        import inspect
+        import triton
+        from triton.backends.compiler import GPUTarget
+        from triton.compiler import ASTSource
+        from attention_book import flash
+
+        kernels = flash._load_triton_kernels(False)
+        flash._bind_language(False)
+        tensors = {"ValidLens": "*i32", "LSE": "*fp32", "Delta": "*fp32"}
+        blocks = {"fwd": (128, 64), "dkdv": (32, 128), "dq": (128, 32)}
+        for name, (block_m, block_n) in blocks.items():
+            fn = getattr(kernels, name)
+            names = list(inspect.signature(fn.fn).parameters)
+            consts = dict(HEAD_DIM=64, BLOCK_M=block_m, BLOCK_N=block_n, CAUSAL=True,
+                          HAS_VALID_LENS=True, UPCAST=False, INPUT_PRECISION=None)
+            signature = {
+                n: "constexpr" if n in consts else tensors.get(n, "*bf16") if n[0].isupper()
+                and not n.startswith("stride") else "fp32" if n == "sm_scale" else "i32"
+                for n in names
+            }
+            constexprs = {(names.index(k),): v for k, v in consts.items()}
+            compiled = triton.compile(
+                ASTSource(fn=fn, signature=signature, constexprs=constexprs),
+                target=GPUTarget("cuda", 90, 32), options={"num_warps": 4, "num_stages": 3},
+            )
+            print(name, "wgmma" in compiled.asm["ptx"], len(compiled.asm["cubin"]) > 0)
+        """
+    )
+    env = {key: value for key, value in os.environ.items() if key != "TRITON_INTERPRET"}
+    env["TRITON_DEFAULT_FP_FUSION"] = "1"
+    result = subprocess.run(
+        [sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=300
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stdout.split() == [
+        "fwd",
+        "True",
+        "True",
+        "dkdv",
+        "True",
+        "True",
+        "dq",
+        "True",
+        "True",
+    ]
