@@ -214,7 +214,8 @@ def naive_attention(
     causal: bool = False,
     valid_lens: torch.Tensor | None = None,
     scale: float | None = None,
-) -> tuple[torch.Tensor, torch.Tensor]:
+    return_lse: bool = False,
+) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
     """Standard attention: build every score, softmax each row, average the values.
 
     Fully masked rows return zeros (not the NaN a plain softmax of ``-inf`` would give).
@@ -226,15 +227,16 @@ def naive_attention(
         causal: Bottom-right causal masking (see `attention_mask`).
         valid_lens: Number of real keys per sequence.
         scale: Factor applied to the dot products; default ``1 / sqrt(head_dim)``.
+        return_lse: Also return the log-sum-exp of each query's scores.
 
     Returns:
-        The output and the log-sum-exp of each query's scores.
+        The output, and the log-sum-exp if `return_lse`.
 
     Shapes:
         - q: (batch, num_heads, q_len, head_dim)
         - k, v: (batch, num_heads, k_len, head_dim)
         - valid_lens: (batch,)
-        - returns: (batch, num_heads, q_len, head_dim) and (batch, num_heads, q_len)
+        - returns: (batch, num_heads, q_len, head_dim) [and (batch, num_heads, q_len)]
     """
     scale = q.shape[-1] ** -0.5 if scale is None else scale
     scores = q @ k.transpose(-2, -1) * scale  # (batch, num_heads, q_len, k_len)
@@ -244,7 +246,8 @@ def naive_attention(
     lse = torch.logsumexp(scores, dim=-1)  # (batch, num_heads, q_len)
     # exp(-inf - (-inf)) is NaN: give fully masked rows an lse of 0 so their weights are 0.
     weights = torch.exp(scores - torch.where(torch.isinf(lse), 0.0, lse)[..., None])
-    return weights @ v, lse
+    out = weights @ v  # (batch, num_heads, q_len, head_dim)
+    return (out, lse) if return_lse else out
 
 
 # --8<-- [end:naive_attention]

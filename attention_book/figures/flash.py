@@ -74,7 +74,7 @@ def _memory_measurements() -> dict:
                 for _ in range(3)
             )
             with torch.no_grad():
-                (naive_out, _), naive_peak, _ = measure_tensor_memory(naive_attention, q, k, v)
+                naive_out, naive_peak, _ = measure_tensor_memory(naive_attention, q, k, v)
                 (tiled_out, _), tiled_peak, _ = measure_tensor_memory(
                     tiled_attention_forward, q, k, v, block_m=MEMORY_BLOCK, block_n=MEMORY_BLOCK
                 )
