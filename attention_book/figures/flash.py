@@ -30,6 +30,7 @@ __all__ = [
     "flash_gpu_specs",
     "flash_memory_growth",
     "flash_memory_ratio",
+    "flash_memory_rss",
     "flash_roofline",
 ]
 
@@ -49,7 +50,9 @@ GPUS = {
     },
 }  # fmt: skip
 
-GPU_RESULTS = Path(__file__).resolve().parents[2] / "benchmarks" / "results" / "flash_gpu.json"
+RESULTS = Path(__file__).resolve().parents[2] / "benchmarks" / "results"
+GPU_RESULTS = RESULTS / "flash_gpu.json"
+MEMORY_RESULTS = RESULTS / "flash_memory.json"
 MEMORY_SEQ_LENS = (1024, 2048, 4096, 8192, 16384)
 MEMORY_BLOCK = 512
 MEMORY_HEAD_DIM = 64
@@ -135,6 +138,35 @@ def flash_memory_ratio() -> str:
         f"same as on the meta device, and the two outputs differed by at most "
         f"{data['max_difference']:.1e}."
     )
+
+
+def flash_memory_rss() -> str:
+    """Table from ``benchmarks/results/flash_memory.json``: counted bytes vs process RSS."""
+    if not MEMORY_RESULTS.exists():
+        return (
+            "*(No `benchmarks/results/flash_memory.json` yet: "
+            "run `python benchmarks/flash_memory.py`.)*"
+        )
+    report = json.loads(MEMORY_RESULTS.read_text(encoding="utf-8"))
+    mib = 2**20
+    lines = [
+        "| n | naive, counted (MiB) | naive, RSS growth (MiB) | tiled, counted (MiB) "
+        "| tiled, RSS growth (MiB) | outputs agree |",
+        "|---:|---:|---:|---:|---:|---|",
+    ]
+    for row in report["results"]:
+        naive, tiled = row["naive"], row["tiled"]
+        lines.append(
+            f"| {row['seq_len']:,} | {naive['counted_bytes'] / mib:,.1f} "
+            f"| {naive['rss_bytes'] / mib:,.1f} | {tiled['counted_bytes'] / mib:,.1f} "
+            f"| {tiled['rss_bytes'] / mib:,.1f} | {'yes' if row['outputs_agree'] else 'no'} |"
+        )
+    env = report["environment"]
+    lines.append(
+        f"\n*Run of `benchmarks/flash_memory.py` on {env['date_utc'][:10]} ({env['machine']}, "
+        f"PyTorch {env['torch']}).*"
+    )
+    return "\n".join(lines)
 
 
 def flash_gpu_specs() -> str:
