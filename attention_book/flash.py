@@ -456,13 +456,61 @@ class TiledAttention(torch.autograd.Function):
 
 
 # --8<-- [start:triton_forward_kernel]
+def _attn_fwd_inner(
+    acc, l_i, m_i, q, k_base, v_base,
+    stride_kn, stride_kk, stride_vn, stride_vk,
+    offs_m, offs_n, offs_d, d_mask, lo, hi, kv_len, q_len, k_len, qk_scale,
+    BLOCK_N: tl.constexpr, MASKED: tl.constexpr, CAUSAL: tl.constexpr, UPCAST: tl.constexpr,
+    INPUT_PRECISION: tl.constexpr,
+):  # fmt: skip
+    # The online softmax over the key blocks lo, lo + BLOCK_N, ..., < hi. MASKED is False for
+    # blocks that every query of the program sees whole: no bounds or causal mask to apply.
+    for start_n in range(lo, hi, BLOCK_N):
+        cols = start_n + offs_n
+        col_ok = cols < kv_len
+        # K is loaded transposed, (HEAD_DIM, BLOCK_N), so that q @ k is (BLOCK_M, BLOCK_N).
+        k_ptrs = k_base + cols[None, :] * stride_kn + offs_d[:, None] * stride_kk
+        v_ptrs = v_base + cols[:, None] * stride_vn + offs_d[None, :] * stride_vk
+        if MASKED:
+            k = tl.load(k_ptrs, mask=col_ok[None, :] & d_mask[:, None], other=0.0)
+            v = tl.load(v_ptrs, mask=col_ok[:, None] & d_mask[None, :], other=0.0)
+        else:
+            k = tl.load(k_ptrs, mask=d_mask[:, None], other=0.0)
+            v = tl.load(v_ptrs, mask=d_mask[None, :], other=0.0)
+        if UPCAST:
+            k = k.to(tl.float32)
+        qk = tl.dot(q, k, input_precision=INPUT_PRECISION) * qk_scale
+        if MASKED:
+            keep = col_ok[None, :]
+            if CAUSAL:
+                keep = keep & (cols[None, :] <= offs_m[:, None] + (k_len - q_len))
+            qk = tl.where(keep, qk, float("-inf"))
+        # New running max; rescale what was accumulated; add this block.
+        m_new = tl.maximum(m_i, tl.max(qk, 1))
+        if MASKED:  # a row that has seen no key yet has m_new = -inf: subtract 0 instead  # noqa: SIM108
+            m_sub = tl.where(m_new == float("-inf"), 0.0, m_new)
+        else:
+            m_sub = m_new
+        p = tl.math.exp2(qk - m_sub[:, None])
+        alpha = tl.math.exp2(m_i - m_sub)
+        l_i = l_i * alpha + tl.sum(p, 1)
+        acc = acc * alpha[:, None]
+        p = p.to(v.dtype)  # P is rounded to the input dtype, as the GPU's MMA takes it
+        if UPCAST:
+            p = p.to(tl.float32)
+            v = v.to(tl.float32)
+        acc += tl.dot(p, v, input_precision=INPUT_PRECISION)
+        m_i = m_new
+    return acc, l_i, m_i
+
+
 def _attn_fwd(
     Q, K, V, Out, LSE, ValidLens,
     stride_qz, stride_qh, stride_qm, stride_qk,
     stride_kz, stride_kh, stride_kn, stride_kk,
     stride_vz, stride_vh, stride_vn, stride_vk,
     stride_oz, stride_oh, stride_om, stride_ok,
-    num_heads, q_len, k_len, head_dim, sm_scale,
+    num_heads, q_len, k_len, head_dim: tl.constexpr, sm_scale,
     HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
     CAUSAL: tl.constexpr, HAS_VALID_LENS: tl.constexpr, UPCAST: tl.constexpr,
     INPUT_PRECISION: tl.constexpr,
@@ -475,7 +523,7 @@ def _attn_fwd(
     offs_m = start_m + tl.arange(0, BLOCK_M)
     offs_n = tl.arange(0, BLOCK_N)
     offs_d = tl.arange(0, HEAD_DIM)  # HEAD_DIM is head_dim rounded up to a power of two
-    d_mask = offs_d < head_dim
+    d_mask = offs_d < head_dim  # all true, and folded away, when head_dim == HEAD_DIM
     q_ptrs = Q + off_z * stride_qz + off_h * stride_qh
     q_ptrs += offs_m[:, None] * stride_qm + offs_d[None, :] * stride_qk
     q = tl.load(q_ptrs, mask=(offs_m[:, None] < q_len) & d_mask[None, :], other=0.0)
@@ -486,55 +534,42 @@ def _attn_fwd(
     kv_len = k_len
     if HAS_VALID_LENS:
         kv_len = tl.minimum(tl.load(ValidLens + off_z), k_len)
+    # Key blocks [0, full) are seen whole by every query here; [full, hi) need a mask.
+    full = kv_len // BLOCK_N * BLOCK_N
     hi = kv_len
-    if CAUSAL:  # skip key blocks that lie entirely above the (bottom-right) diagonal
-        hi = tl.minimum(hi, start_m + BLOCK_M + k_len - q_len)
+    if CAUSAL:  # query start_m sees keys <= start_m + k_len - q_len (bottom-right diagonal)
+        full = tl.minimum(full, tl.maximum(start_m + 1 + k_len - q_len, 0) // BLOCK_N * BLOCK_N)
+        hi = tl.minimum(hi, start_m + BLOCK_M + k_len - q_len)  # skip blocks above it
     qk_scale = sm_scale * 1.4426950408889634  # work in base 2: exp(x) = exp2(x * log2(e))
     m_i = tl.full([BLOCK_M], float("-inf"), dtype=tl.float32)
     l_i = tl.zeros([BLOCK_M], dtype=tl.float32)
     acc = tl.zeros([BLOCK_M, HEAD_DIM], dtype=tl.float32)
-    for start_n in range(0, hi, BLOCK_N):
-        cols = start_n + offs_n
-        col_ok = cols < kv_len
-        # K is loaded transposed, (HEAD_DIM, BLOCK_N), so that q @ k is (BLOCK_M, BLOCK_N).
-        k = tl.load(
-            k_base + cols[None, :] * stride_kn + offs_d[:, None] * stride_kk,
-            mask=col_ok[None, :] & d_mask[:, None], other=0.0,
-        )  # fmt: skip
-        v = tl.load(
-            v_base + cols[:, None] * stride_vn + offs_d[None, :] * stride_vk,
-            mask=col_ok[:, None] & d_mask[None, :], other=0.0,
-        )  # fmt: skip
-        if UPCAST:
-            k = k.to(tl.float32)
-        qk = tl.dot(q, k, input_precision=INPUT_PRECISION) * qk_scale
-        keep = col_ok[None, :]
-        if CAUSAL:
-            keep = keep & (cols[None, :] <= offs_m[:, None] + (k_len - q_len))
-        qk = tl.where(keep, qk, float("-inf"))
-        # The online softmax: new running max, rescale what was accumulated, add this block.
-        m_new = tl.maximum(m_i, tl.max(qk, 1))
-        m_sub = tl.where(m_new == float("-inf"), 0.0, m_new)  # rows with no key yet
-        p = tl.math.exp2(qk - m_sub[:, None])
-        alpha = tl.math.exp2(m_i - m_sub)
-        l_i = l_i * alpha + tl.sum(p, 1)
-        acc = acc * alpha[:, None]
-        p = p.to(V.dtype.element_ty)  # P is rounded to the input dtype, as the GPU MMA uses it
-        if UPCAST:
-            p = p.to(tl.float32)
-            v = v.to(tl.float32)
-        acc += tl.dot(p, v, input_precision=INPUT_PRECISION)
-        m_i = m_new
+    shared = (
+        stride_kn, stride_kk, stride_vn, stride_vk, offs_m, offs_n, offs_d, d_mask,
+    )  # fmt: skip
+    acc, l_i, m_i = _attn_fwd_inner(
+        acc, l_i, m_i, q, k_base, v_base, *shared, 0, full, kv_len, q_len, k_len, qk_scale,
+        BLOCK_N, False, CAUSAL, UPCAST, INPUT_PRECISION,
+    )  # fmt: skip
+    acc, l_i, m_i = _attn_fwd_inner(
+        acc, l_i, m_i, q, k_base, v_base, *shared, full, hi, kv_len, q_len, k_len, qk_scale,
+        BLOCK_N, True, CAUSAL, UPCAST, INPUT_PRECISION,
+    )  # fmt: skip
     l_safe = tl.where(l_i == 0.0, 1.0, l_i)  # rows that saw no key: output 0, lse -inf
     acc = acc / l_safe[:, None]
     lse = tl.where(l_i == 0.0, float("-inf"), (m_i + tl.math.log2(l_safe)) * 0.6931471805599453)
     tl.store(LSE + off_hz * q_len + offs_m, lse, mask=offs_m < q_len)
     o_ptrs = Out + off_z * stride_oz + off_h * stride_oh
     o_ptrs += offs_m[:, None] * stride_om + offs_d[None, :] * stride_ok
-    tl.store(o_ptrs, acc.to(Out.dtype.element_ty), mask=(offs_m[:, None] < q_len) & d_mask[None, :])
+    o_mask = (offs_m[:, None] < q_len) & d_mask[None, :]
+    tl.store(o_ptrs, acc.to(Out.dtype.element_ty), mask=o_mask)
 
 
 # --8<-- [end:triton_forward_kernel]
+
+#: Device functions the kernels call, as plain functions. `_triton_setup` binds each name in
+#: this module to its ``triton.jit`` version for the current mode before a launch.
+_KERNEL_HELPERS = {"_attn_fwd_inner": _attn_fwd_inner}
 
 
 # --8<-- [start:triton_backward_kernels]
@@ -544,7 +579,7 @@ def _attn_bwd_dkdv(
     stride_kz, stride_kh, stride_kn, stride_kk,
     stride_vz, stride_vh, stride_vn, stride_vk,
     stride_doz, stride_doh, stride_dom, stride_dok,
-    num_heads, q_len, k_len, head_dim, sm_scale,
+    num_heads, q_len, k_len, head_dim: tl.constexpr, sm_scale,
     HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
     CAUSAL: tl.constexpr, HAS_VALID_LENS: tl.constexpr, UPCAST: tl.constexpr,
     INPUT_PRECISION: tl.constexpr,
@@ -621,7 +656,7 @@ def _attn_bwd_dq(
     stride_kz, stride_kh, stride_kn, stride_kk,
     stride_vz, stride_vh, stride_vn, stride_vk,
     stride_doz, stride_doh, stride_dom, stride_dok,
-    num_heads, q_len, k_len, head_dim, sm_scale,
+    num_heads, q_len, k_len, head_dim: tl.constexpr, sm_scale,
     HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
     CAUSAL: tl.constexpr, HAS_VALID_LENS: tl.constexpr, UPCAST: tl.constexpr,
     INPUT_PRECISION: tl.constexpr,
@@ -740,6 +775,12 @@ def _bind_language(interpret: bool) -> None:
         tl = triton.language
 
 
+def _bind(kernels: SimpleNamespace, interpret: bool) -> None:
+    """Before a launch: bind ``tl`` and the helpers' global names to this mode's versions."""
+    _bind_language(interpret)
+    globals().update(kernels.helpers)  # the kernels call helpers by their global names
+
+
 @functools.cache
 def _interpreter_language() -> _InterpreterLanguage:
     return _InterpreterLanguage()
@@ -780,6 +821,7 @@ def _load_triton_kernels(interpret: bool) -> SimpleNamespace:
 
     _bind_language(interpret)
     kernels = SimpleNamespace(
+        helpers={name: triton.jit(function) for name, function in _KERNEL_HELPERS.items()},
         fwd=triton.jit(_attn_fwd),
         dkdv=triton.jit(_attn_bwd_dkdv),
         dq=triton.jit(_attn_bwd_dq),
@@ -814,7 +856,7 @@ def _triton_setup(
     if interpret and q.is_cuda:
         raise RuntimeError("TRITON_INTERPRET=1 runs kernels on CPU tensors; move q, k, v to CPU")
     kernels = _load_triton_kernels(interpret)
-    _bind_language(interpret)
+    _bind(kernels, interpret)
     head_dim = q.shape[-1]
     options = {
         "HEAD_DIM": max(16, 1 << (head_dim - 1).bit_length()),  # next power of two
