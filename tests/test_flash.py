@@ -352,7 +352,7 @@ def test_interpreter_mode_never_autotunes_or_queries_the_driver(interpreter):
     kernels = flash._load_triton_kernels(True)
     assert kernels.tuned is None
     assert type(kernels.fwd).__name__ == "InterpretedFunction"
-    assert flash._triton_block_sizes(True) == (16, 16)
+    assert flash._triton_block_sizes(True, torch.float16) == (16, 16)
     assert not out.isnan().any()
 
 
@@ -445,7 +445,7 @@ def test_kernels_compile_for_hopper_without_a_gpu():
         for name, (block_m, block_n) in blocks.items():
             fn = getattr(kernels, name)
             names = list(inspect.signature(fn.fn).parameters)
-            consts = dict(HEAD_DIM=64, BLOCK_M=block_m, BLOCK_N=block_n, CAUSAL=True,
+            consts = dict(head_dim=48, HEAD_DIM=64, BLOCK_M=block_m, BLOCK_N=block_n, CAUSAL=True,
                           HAS_VALID_LENS=True, UPCAST=False, INPUT_PRECISION=None)
             signature = {
                 n: "constexpr" if n in consts else tensors.get(n, "*bf16") if n[0].isupper()
