@@ -29,19 +29,21 @@ Conventions shared by all three:
   ``q_len > k_len``) returns zeros and has log-sum-exp ``-inf``; no NaN is produced, forward or
   backward.
 
-How Triton is imported. ``import attention_book`` never imports Triton. The kernels below are
-written as plain Python functions; `_load_triton_kernels` imports Triton and applies
-``triton.jit`` the first time a Triton kernel is needed, once per mode (compiled or
-interpreted), because Triton reads ``TRITON_INTERPRET`` when ``triton.jit`` is applied. The two
-library reductions the kernels call, ``tl.max`` and ``tl.sum``, are decorated by Triton when it
-is first imported, in the mode in force then; PyTorch itself imports Triton on many paths
-(``torch._dynamo``, a ``TorchDispatchMode``, ``torch.nn.attention.bias``). So when the
-interpreter is asked for after Triton was imported in compiled mode, the kernels see ``tl``
-through `_InterpreterLanguage`, which re-wraps those two functions for the interpreter and
-passes everything else through. Either way, setting ``TRITON_INTERPRET=1`` before the first
-Triton call is enough. Under the interpreter the kernels upcast their tiles to float32 before
-each ``tl.dot`` (the interpreter's dot does not handle bfloat16), use fixed block sizes from
-`_triton_block_sizes`, and never autotune or query a GPU driver.
+How Triton is imported. ``import attention_book`` never imports Triton. The kernels below, and
+the device function they call (`_attn_fwd_inner`), are written as plain Python functions;
+`_load_triton_kernels` imports Triton and applies ``triton.jit`` the first time a Triton kernel
+is needed, once per mode (compiled or interpreted), because Triton reads ``TRITON_INTERPRET``
+when ``triton.jit`` is applied; `_bind` points the module's ``tl`` and helper names at the
+current mode's versions before each launch. Triton's own library functions that the kernels
+call (``tl.max``, ``tl.sum``, ``tl.zeros``) are decorated when Triton is first imported, in
+the mode in force then, and PyTorch itself imports Triton on many paths (``torch._dynamo``, a
+``TorchDispatchMode``, ``torch.nn.attention.bias``). So when the interpreter is asked for after
+Triton was imported in compiled mode, the kernels see ``tl`` through `_InterpreterLanguage`,
+which re-wraps those functions for the interpreter and passes everything else through. Either
+way, setting ``TRITON_INTERPRET=1`` before the first Triton call is enough. Under the
+interpreter the kernels upcast their tiles to float32 before each ``tl.dot`` (the
+interpreter's dot does not handle bfloat16), use fixed block sizes from `_triton_block_sizes`,
+and never autotune or query a GPU driver.
 """
 
 from __future__ import annotations
@@ -1064,7 +1066,8 @@ def flash_attention(
         scale: Factor applied to the dot products; default ``1 / sqrt(head_dim)``.
         block_m: Queries per block (reference default 128; Triton default autotuned on a GPU
             for 16-bit inputs, 64 for float32 and 16 under the interpreter).
-        block_n: Keys per block (same defaults).
+        block_n: Keys per block (reference default 128; Triton default autotuned on a GPU for
+            16-bit inputs, 32 for float32 and 16 under the interpreter).
         return_lse: Also return the log-sum-exp of each query row.
 
     Returns:
