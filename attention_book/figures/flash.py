@@ -262,19 +262,8 @@ def flash_causal_blocks() -> Figure:
     return fig
 
 
-def _gpu_results_markdown(path: Path) -> str:
-    """The GPU section's content: a plain note without results, else a table and a figure."""
-    if not path.exists():
-        return (
-            '!!! note "No GPU run yet"\n\n'
-            "    No measurement from a GPU has been committed to this book yet, so this section "
-            "shows no GPU number. Run `python benchmarks/flash_gpu.py` on a CUDA GPU: it "
-            "writes `benchmarks/results/flash_gpu.json`, and the next build of the book draws "
-            "its figure and table here."
-        )
-    report = json.loads(path.read_text(encoding="utf-8"))
-    env = report["environment"]
-    rows = [r for r in report["results"] if "fwd_tflops" in r]
+def _gpu_results_figure(rows: list[dict]) -> Figure:
+    """Forward TFLOP/s against sequence length, one panel per (head_dim, causal)."""
     dtype = rows[0]["dtype"] if rows else "bfloat16"
     configs = sorted({(r["head_dim"], r["causal"]) for r in rows})
     providers = list(dict.fromkeys(r["provider"] for r in rows))
@@ -296,9 +285,26 @@ def _gpu_results_markdown(path: Path) -> str:
         axes[0].set_ylabel(f"forward TFLOP/s ({dtype})")
         axes[0].legend(fontsize=7)
         fig.tight_layout()
+    return fig
+
+
+def _gpu_results_markdown(path: Path) -> str:
+    """The GPU section's content: a plain note without results, else a table and a figure."""
+    if not path.exists():
+        return (
+            '!!! note "No GPU run yet"\n\n'
+            "    No measurement from a GPU has been committed to this book yet, so this section "
+            "shows no GPU number. Run `python benchmarks/flash_gpu.py` on a CUDA GPU: it "
+            "writes `benchmarks/results/flash_gpu.json`, and the next build of the book draws "
+            "its figure and table here."
+        )
+    report = json.loads(path.read_text(encoding="utf-8"))
+    env = report["environment"]
+    rows = [r for r in report["results"] if "fwd_tflops" in r]
+    fig = _gpu_results_figure(rows)
     buffer = io.StringIO()
     with plt.rc_context(BOOK_STYLE):
-        fig.savefig(buffer, format="svg", metadata={"Date": None})
+        fig.savefig(buffer, format="svg", bbox_inches="tight", metadata={"Date": None})
     image = base64.b64encode(buffer.getvalue().encode()).decode()
     table = [
         "| provider | dtype | d | causal | n | fwd TFLOP/s | fwd+bwd TFLOP/s |",
@@ -309,12 +315,23 @@ def _gpu_results_markdown(path: Path) -> str:
             f"| {r['provider']} | {r['dtype']} | {r['head_dim']} | {r['causal']} | "
             f"{r['seq_len']} | {r['fwd_tflops']:.1f} | {r['fwd_bwd_tflops']:.1f} |"
         )
-    return (
-        f"Measured on **{env['gpu']}** (driver {env['driver']}, CUDA {env['cuda']}, "
-        f"PyTorch {env['torch']}, Triton {env['triton']}) on {env['date_utc']}.\n\n"
-        f"![Forward TFLOP/s against sequence length](data:image/svg+xml;base64,{image})\n\n"
-        + "\n".join(table)
-    )
+    verdicts = [
+        f"- {'met' if check['passed'] else 'not met'}: {check['target']} "
+        f"({', '.join(f'{k}={v}' for k, v in check['config'].items())})"
+        for check in report.get("targets", [])
+    ]
+    if verdicts:
+        verdicts = ["Targets, as checked by the script on this run:", "", *verdicts, ""]
+    table = ['??? info "Every measurement of this run"', ""] + [f"    {line}" for line in table]
+    return "\n".join([
+        f"Measured on **{env.get('gpu')}** (driver {env.get('driver')}, CUDA {env.get('cuda')}, "
+        f"PyTorch {env.get('torch')}, Triton {env.get('triton')}) on {env.get('date_utc')}.",
+        "",
+        f"![Forward TFLOP/s against sequence length](data:image/svg+xml;base64,{image})",
+        "",
+        *verdicts,
+        *table,
+    ])  # fmt: skip
 
 
 def flash_gpu_results() -> str:
