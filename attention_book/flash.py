@@ -571,10 +571,59 @@ def _attn_fwd(
 
 #: Device functions the kernels call, as plain functions. `_triton_setup` binds each name in
 #: this module to its ``triton.jit`` version for the current mode before a launch.
-_KERNEL_HELPERS = {"_attn_fwd_inner": _attn_fwd_inner}
+_KERNEL_HELPERS = {"_attn_fwd_inner": _attn_fwd_inner}  # the backward helpers join below
 
 
 # --8<-- [start:triton_backward_kernels]
+def _attn_bwd_dkdv_inner(
+    dk, dv, k, v, q_base, do_base, LSE, Delta, off_hz,
+    stride_qm, stride_qk, stride_dom, stride_dok,
+    offs_m, offs_d, d_mask, cols, col_ok, lo, hi, q_len, k_len, qk_scale,
+    BLOCK_M: tl.constexpr, MASKED: tl.constexpr, CAUSAL: tl.constexpr, UPCAST: tl.constexpr,
+    INPUT_PRECISION: tl.constexpr,
+):  # fmt: skip
+    # Accumulate dK and dV of this program's keys over the query blocks lo, ..., < hi.
+    for start_m in range(lo, hi, BLOCK_M):
+        rows = start_m + offs_m
+        row_ok = rows < q_len
+        q_ptrs = q_base + rows[:, None] * stride_qm + offs_d[None, :] * stride_qk
+        do_ptrs = do_base + rows[:, None] * stride_dom + offs_d[None, :] * stride_dok
+        if MASKED:
+            q = tl.load(q_ptrs, mask=row_ok[:, None] & d_mask[None, :], other=0.0)
+            do = tl.load(do_ptrs, mask=row_ok[:, None] & d_mask[None, :], other=0.0)
+            lse = tl.load(LSE + off_hz * q_len + rows, mask=row_ok, other=0.0)
+            delta = tl.load(Delta + off_hz * q_len + rows, mask=row_ok, other=0.0)
+            lse = tl.where(lse == float("-inf"), 0.0, lse)  # rows that see no key: P = 0
+        else:
+            q = tl.load(q_ptrs, mask=d_mask[None, :], other=0.0)
+            do = tl.load(do_ptrs, mask=d_mask[None, :], other=0.0)
+            lse = tl.load(LSE + off_hz * q_len + rows)
+            delta = tl.load(Delta + off_hz * q_len + rows)
+        if UPCAST:
+            q = q.to(tl.float32)
+            do = do.to(tl.float32)
+        # Transposed scores, (BLOCK_N, BLOCK_M): rows are this program's keys.
+        qk_t = tl.dot(k, tl.trans(q), input_precision=INPUT_PRECISION) * qk_scale
+        qk_t = qk_t - lse[None, :] * 1.4426950408889634
+        if MASKED:
+            keep = col_ok[:, None] & row_ok[None, :]
+            if CAUSAL:
+                keep = keep & (cols[:, None] <= rows[None, :] + (k_len - q_len))
+            qk_t = tl.where(keep, qk_t, float("-inf"))
+        p_t = tl.math.exp2(qk_t)  # P^T, recomputed from the log-sum-exp
+        p_low = p_t.to(q_base.dtype.element_ty)
+        if UPCAST:
+            p_low = p_low.to(tl.float32)
+        dv += tl.dot(p_low, do, input_precision=INPUT_PRECISION)  # dV = P^T dO
+        dp_t = tl.dot(v, tl.trans(do), input_precision=INPUT_PRECISION)  # (dO V^T)^T
+        ds_t = p_t * (dp_t - delta[None, :])  # dS = P * (dP - D)
+        ds_low = ds_t.to(q_base.dtype.element_ty)
+        if UPCAST:
+            ds_low = ds_low.to(tl.float32)
+        dk += tl.dot(ds_low, q, input_precision=INPUT_PRECISION)  # dK = dS^T Q (times scale)
+    return dk, dv
+
+
 def _attn_bwd_dkdv(
     Q, K, V, DO, LSE, Delta, DK, DV, ValidLens,
     stride_qz, stride_qh, stride_qm, stride_qk,
@@ -613,43 +662,77 @@ def _attn_bwd_dkdv(
     qk_scale = sm_scale * 1.4426950408889634
     dk = tl.zeros([BLOCK_N, HEAD_DIM], dtype=tl.float32)
     dv = tl.zeros([BLOCK_N, HEAD_DIM], dtype=tl.float32)
+    # Query blocks: [lo, mid) cross the causal diagonal (masked), [mid, q_full) see these keys
+    # whole (no mask), [q_full, q_len) is the ragged end of the queries (masked).
     lo = 0
+    mid = 0
     if CAUSAL:  # the first query that sees key start_n is start_n - (k_len - q_len)
         lo = tl.maximum(start_n - (k_len - q_len), 0) // BLOCK_M * BLOCK_M
-    for start_m in range(lo, q_len, BLOCK_M):
-        rows = start_m + offs_m
-        row_ok = rows < q_len
-        q_mask = row_ok[:, None] & d_mask[None, :]
-        q = tl.load(q_base + rows[:, None] * stride_qm + offs_d[None, :] * stride_qk, mask=q_mask)
-        do = tl.load(
-            do_base + rows[:, None] * stride_dom + offs_d[None, :] * stride_dok, mask=q_mask
-        )
-        lse = tl.load(LSE + off_hz * q_len + rows, mask=row_ok, other=0.0)
-        lse = tl.where(lse == float("-inf"), 0.0, lse) * 1.4426950408889634
-        delta = tl.load(Delta + off_hz * q_len + rows, mask=row_ok, other=0.0)
-        if UPCAST:
-            q = q.to(tl.float32)
-            do = do.to(tl.float32)
-        # Transposed scores, (BLOCK_N, BLOCK_M): rows are this program's keys.
-        qk_t = tl.dot(k, tl.trans(q), input_precision=INPUT_PRECISION) * qk_scale
-        keep = col_ok[:, None] & row_ok[None, :]
-        if CAUSAL:
-            keep = keep & (cols[:, None] <= rows[None, :] + (k_len - q_len))
-        p_t = tl.math.exp2(tl.where(keep, qk_t - lse[None, :], float("-inf")))
-        p_low = p_t.to(DO.dtype.element_ty)
-        if UPCAST:
-            p_low = p_low.to(tl.float32)
-        dv += tl.dot(p_low, do, input_precision=INPUT_PRECISION)  # dV = P^T dO
-        dp_t = tl.dot(v, tl.trans(do), input_precision=INPUT_PRECISION)  # (dO V^T)^T
-        ds_t = p_t * (dp_t - delta[None, :])  # dS = P * (dP - D)
-        ds_low = ds_t.to(Q.dtype.element_ty)
-        if UPCAST:
-            ds_low = ds_low.to(tl.float32)
-        dk += tl.dot(ds_low, q, input_precision=INPUT_PRECISION)  # dK = dS^T Q (times scale)
+        # Query start_n + BLOCK_N - 1 - (k_len - q_len) is the first to see all these keys.
+        first_full = tl.maximum(start_n + BLOCK_N - 1 - (k_len - q_len), 0)
+        mid = tl.maximum((first_full + BLOCK_M - 1) // BLOCK_M * BLOCK_M, lo)
+    # Padding keys (or the end of the keys) in this block: every query block needs the mask.
+    mid = tl.where(start_n + BLOCK_N > kv_len, q_len, mid)
+    q_full = tl.maximum(q_len // BLOCK_M * BLOCK_M, mid)
+    shared = (
+        q_base, do_base, LSE, Delta, off_hz, stride_qm, stride_qk, stride_dom, stride_dok,
+        offs_m, offs_d, d_mask, cols, col_ok,
+    )  # fmt: skip
+    dk, dv = _attn_bwd_dkdv_inner(
+        dk, dv, k, v, *shared, lo, mid, q_len, k_len, qk_scale, BLOCK_M, True, CAUSAL, UPCAST,
+        INPUT_PRECISION,
+    )  # fmt: skip
+    dk, dv = _attn_bwd_dkdv_inner(
+        dk, dv, k, v, *shared, mid, q_full, q_len, k_len, qk_scale, BLOCK_M, False, CAUSAL,
+        UPCAST, INPUT_PRECISION,
+    )  # fmt: skip
+    dk, dv = _attn_bwd_dkdv_inner(
+        dk, dv, k, v, *shared, q_full, q_len, q_len, k_len, qk_scale, BLOCK_M, True, CAUSAL,
+        UPCAST, INPUT_PRECISION,
+    )  # fmt: skip
     out_offs = off_hz * k_len * head_dim + cols[:, None] * head_dim + offs_d[None, :]
     out_mask = (cols[:, None] < k_len) & d_mask[None, :]
     tl.store(DK + out_offs, (dk * sm_scale).to(DK.dtype.element_ty), mask=out_mask)
     tl.store(DV + out_offs, dv.to(DV.dtype.element_ty), mask=out_mask)
+
+
+def _attn_bwd_dq_inner(
+    dq, q, do, lse, delta, k_base, v_base,
+    stride_kn, stride_kk, stride_vn, stride_vk,
+    rows, row_ok, offs_n, offs_d, d_mask, lo, hi, kv_len, q_len, k_len, qk_scale,
+    BLOCK_N: tl.constexpr, MASKED: tl.constexpr, CAUSAL: tl.constexpr, UPCAST: tl.constexpr,
+    INPUT_PRECISION: tl.constexpr,
+):  # fmt: skip
+    # Accumulate dQ of this program's queries over the key blocks lo, ..., < hi.
+    for start_n in range(lo, hi, BLOCK_N):
+        cols = start_n + offs_n
+        col_ok = cols < kv_len
+        k_ptrs = k_base + cols[:, None] * stride_kn + offs_d[None, :] * stride_kk
+        v_ptrs = v_base + cols[:, None] * stride_vn + offs_d[None, :] * stride_vk
+        if MASKED:
+            k = tl.load(k_ptrs, mask=col_ok[:, None] & d_mask[None, :], other=0.0)
+            v = tl.load(v_ptrs, mask=col_ok[:, None] & d_mask[None, :], other=0.0)
+        else:
+            k = tl.load(k_ptrs, mask=d_mask[None, :], other=0.0)
+            v = tl.load(v_ptrs, mask=d_mask[None, :], other=0.0)
+        if UPCAST:
+            k = k.to(tl.float32)
+            v = v.to(tl.float32)
+        qk = tl.dot(q, tl.trans(k), input_precision=INPUT_PRECISION) * qk_scale
+        qk = qk - lse[:, None] * 1.4426950408889634
+        if MASKED:
+            keep = col_ok[None, :] & row_ok[:, None]
+            if CAUSAL:
+                keep = keep & (cols[None, :] <= rows[:, None] + (k_len - q_len))
+            qk = tl.where(keep, qk, float("-inf"))
+        p = tl.math.exp2(qk)  # P, recomputed from the log-sum-exp
+        dp = tl.dot(do, tl.trans(v), input_precision=INPUT_PRECISION)
+        ds = p * (dp - delta[:, None])
+        ds_low = ds.to(k_base.dtype.element_ty)
+        if UPCAST:
+            ds_low = ds_low.to(tl.float32)
+        dq += tl.dot(ds_low, k, input_precision=INPUT_PRECISION)  # dQ = dS K (times scale)
+    return dq
 
 
 def _attn_bwd_dq(
@@ -683,43 +766,43 @@ def _attn_bwd_dq(
         q = q.to(tl.float32)
         do = do.to(tl.float32)
     lse = tl.load(LSE + off_hz * q_len + rows, mask=row_ok, other=0.0)
-    lse = tl.where(lse == float("-inf"), 0.0, lse) * 1.4426950408889634
+    lse = tl.where(lse == float("-inf"), 0.0, lse)  # rows that see no key: every P is 0
     delta = tl.load(Delta + off_hz * q_len + rows, mask=row_ok, other=0.0)
     k_base = K + off_z * stride_kz + off_h * stride_kh
     v_base = V + off_z * stride_vz + off_h * stride_vh
     kv_len = k_len
     if HAS_VALID_LENS:
         kv_len = tl.minimum(tl.load(ValidLens + off_z), k_len)
+    # As in the forward: key blocks [0, full) need no mask, [full, hi) do.
+    full = kv_len // BLOCK_N * BLOCK_N
     hi = kv_len
     if CAUSAL:
+        full = tl.minimum(full, tl.maximum(start_m + 1 + k_len - q_len, 0) // BLOCK_N * BLOCK_N)
         hi = tl.minimum(hi, start_m + BLOCK_M + k_len - q_len)
     qk_scale = sm_scale * 1.4426950408889634
     dq = tl.zeros([BLOCK_M, HEAD_DIM], dtype=tl.float32)
-    for start_n in range(0, hi, BLOCK_N):
-        cols = start_n + offs_n
-        col_ok = cols < kv_len
-        kv_mask = col_ok[:, None] & d_mask[None, :]
-        k = tl.load(k_base + cols[:, None] * stride_kn + offs_d[None, :] * stride_kk, mask=kv_mask)
-        v = tl.load(v_base + cols[:, None] * stride_vn + offs_d[None, :] * stride_vk, mask=kv_mask)
-        if UPCAST:
-            k = k.to(tl.float32)
-            v = v.to(tl.float32)
-        qk = tl.dot(q, tl.trans(k), input_precision=INPUT_PRECISION) * qk_scale
-        keep = col_ok[None, :] & row_ok[:, None]
-        if CAUSAL:
-            keep = keep & (cols[None, :] <= rows[:, None] + (k_len - q_len))
-        p = tl.math.exp2(tl.where(keep, qk - lse[:, None], float("-inf")))
-        dp = tl.dot(do, tl.trans(v), input_precision=INPUT_PRECISION)
-        ds = p * (dp - delta[:, None])
-        ds_low = ds.to(Q.dtype.element_ty)
-        if UPCAST:
-            ds_low = ds_low.to(tl.float32)
-        dq += tl.dot(ds_low, k, input_precision=INPUT_PRECISION)  # dQ = dS K (times scale)
+    shared = (
+        q, do, lse, delta, k_base, v_base, stride_kn, stride_kk, stride_vn, stride_vk,
+        rows, row_ok, offs_n, offs_d, d_mask,
+    )  # fmt: skip
+    dq = _attn_bwd_dq_inner(
+        dq, *shared, 0, full, kv_len, q_len, k_len, qk_scale, BLOCK_N, False, CAUSAL, UPCAST,
+        INPUT_PRECISION,
+    )  # fmt: skip
+    dq = _attn_bwd_dq_inner(
+        dq, *shared, full, hi, kv_len, q_len, k_len, qk_scale, BLOCK_N, True, CAUSAL, UPCAST,
+        INPUT_PRECISION,
+    )  # fmt: skip
     out_offs = off_hz * q_len * head_dim + rows[:, None] * head_dim + offs_d[None, :]
     tl.store(DQ + out_offs, (dq * sm_scale).to(DQ.dtype.element_ty), mask=q_mask)
 
 
 # --8<-- [end:triton_backward_kernels]
+
+_KERNEL_HELPERS |= {
+    "_attn_bwd_dkdv_inner": _attn_bwd_dkdv_inner,
+    "_attn_bwd_dq_inner": _attn_bwd_dq_inner,
+}
 
 
 def _triton_interpreting() -> bool:

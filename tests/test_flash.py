@@ -345,6 +345,20 @@ def test_triton_matches_reference_with_strided_inputs_and_block_sizes(interprete
         torch.testing.assert_close(a, b.to(a.dtype), atol=1e-5, rtol=1e-5)
 
 
+@pytest.mark.parametrize(
+    "q_len,k_len,causal,valid_lens",
+    [(64, 64, True, None), (70, 33, True, None), (33, 70, True, None), (48, 80, False, [80, 31])],
+)
+def test_triton_unmasked_and_masked_block_ranges(interpreter, q_len, k_len, causal, valid_lens):
+    """Lengths around block edges, so that every unmasked/masked split of the loops is used."""
+    q, k, v, grad_out = make_inputs(2, 1, q_len, k_len, 16, torch.float32, seed=3)
+    lens = None if valid_lens is None else torch.tensor(valid_lens)
+    got = forward_backward(triton_kernel, q, k, v, grad_out, causal=causal, valid_lens=lens)
+    expected = forward_backward(reference, q, k, v, grad_out, causal=causal, valid_lens=lens)
+    for name, a, b in zip(("out", "lse", "dq", "dk", "dv"), got, expected, strict=True):
+        torch.testing.assert_close(a, b.to(a.dtype), atol=2e-5, rtol=1e-5, msg=name)
+
+
 def test_interpreter_mode_never_autotunes_or_queries_the_driver(interpreter):
     """The fixture replaced triton.autotune and the driver with objects that fail when used."""
     q, k, v, grad_out = make_inputs(1, 1, 17, 17, 16, torch.float32)
