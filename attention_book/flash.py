@@ -431,7 +431,25 @@ class TiledAttention(torch.autograd.Function):
     """Autograd wrapper of the tiled reference: saves only q, k, v, the output and the lse.
 
     Call it as ``out, lse = TiledAttention.apply(q, k, v, causal, valid_lens, scale, block_m,
-    block_n)``; the log-sum-exp output is not differentiable.
+    block_n)``; the backward pass is `tiled_attention_backward`.
+
+    Args:
+        q: Queries.
+        k: Keys.
+        v: Values.
+        causal: Bottom-right causal masking.
+        valid_lens: Number of real keys per sequence, or None.
+        scale: Factor applied to the dot products, or None for ``1 / sqrt(head_dim)``.
+        block_m: Queries per block.
+        block_n: Keys per block.
+
+    Returns:
+        The output and the log-sum-exp (not differentiable).
+
+    Shapes:
+        - q: (batch, num_heads, q_len, head_dim)
+        - k, v: (batch, num_heads, k_len, head_dim)
+        - returns: (batch, num_heads, q_len, head_dim) and (batch, num_heads, q_len)
     """
 
     @staticmethod
@@ -1095,7 +1113,26 @@ def _valid_lens_arg(valid_lens: torch.Tensor | None, q: torch.Tensor) -> torch.T
 class TritonAttention(torch.autograd.Function):
     """Autograd wrapper of the Triton kernels, with the same call as `TiledAttention`.
 
-    ``out, lse = TritonAttention.apply(q, k, v, causal, valid_lens, scale, block_m, block_n)``.
+    ``out, lse = TritonAttention.apply(q, k, v, causal, valid_lens, scale, block_m, block_n)``;
+    the passes are `triton_attention_forward` and `triton_attention_backward`.
+
+    Args:
+        q: Queries (CUDA tensors, or CPU tensors under ``TRITON_INTERPRET=1``).
+        k: Keys.
+        v: Values.
+        causal: Bottom-right causal masking.
+        valid_lens: Number of real keys per sequence, or None.
+        scale: Factor applied to the dot products, or None for ``1 / sqrt(head_dim)``.
+        block_m: Queries per block, or None for the defaults of `triton_attention_forward`.
+        block_n: Keys per block, or None.
+
+    Returns:
+        The output and the float32 log-sum-exp (not differentiable).
+
+    Shapes:
+        - q: (batch, num_heads, q_len, head_dim)
+        - k, v: (batch, num_heads, k_len, head_dim)
+        - returns: (batch, num_heads, q_len, head_dim) and (batch, num_heads, q_len)
     """
 
     @staticmethod
