@@ -430,21 +430,10 @@ def tiled_attention_backward(
 class TiledAttention(torch.autograd.Function):
     """Autograd wrapper of the tiled reference: saves only q, k, v, the output and the lse.
 
-    Call it as ``out, lse = TiledAttention.apply(q, k, v, causal, valid_lens, scale, block_m,
-    block_n)``; the backward pass is `tiled_attention_backward`.
-
-    Args:
-        q: Queries.
-        k: Keys.
-        v: Values.
-        causal: Bottom-right causal masking.
-        valid_lens: Number of real keys per sequence, or None.
-        scale: Factor applied to the dot products, or None for ``1 / sqrt(head_dim)``.
-        block_m: Queries per block.
-        block_n: Keys per block.
-
-    Returns:
-        The output and the log-sum-exp (not differentiable).
+    ``out, lse = TiledAttention.apply(q, k, v, causal, valid_lens, scale, block_m, block_n)``
+    takes the arguments of `tiled_attention_forward`, in that order, and returns the output
+    and the log-sum-exp, which is not differentiable. Its backward pass is
+    `tiled_attention_backward`.
 
     Shapes:
         - q: (batch, num_heads, q_len, head_dim)
@@ -1113,21 +1102,10 @@ def _valid_lens_arg(valid_lens: torch.Tensor | None, q: torch.Tensor) -> torch.T
 class TritonAttention(torch.autograd.Function):
     """Autograd wrapper of the Triton kernels, with the same call as `TiledAttention`.
 
-    ``out, lse = TritonAttention.apply(q, k, v, causal, valid_lens, scale, block_m, block_n)``;
-    the passes are `triton_attention_forward` and `triton_attention_backward`.
-
-    Args:
-        q: Queries (CUDA tensors, or CPU tensors under ``TRITON_INTERPRET=1``).
-        k: Keys.
-        v: Values.
-        causal: Bottom-right causal masking.
-        valid_lens: Number of real keys per sequence, or None.
-        scale: Factor applied to the dot products, or None for ``1 / sqrt(head_dim)``.
-        block_m: Queries per block, or None for the defaults of `triton_attention_forward`.
-        block_n: Keys per block, or None.
-
-    Returns:
-        The output and the float32 log-sum-exp (not differentiable).
+    ``out, lse = TritonAttention.apply(q, k, v, causal, valid_lens, scale, block_m, block_n)``
+    takes the arguments of `triton_attention_forward`, in that order (CUDA tensors, or CPU
+    tensors under ``TRITON_INTERPRET=1``), and returns the output and the float32 log-sum-exp,
+    which is not differentiable. Its backward pass is `triton_attention_backward`.
 
     Shapes:
         - q: (batch, num_heads, q_len, head_dim)
