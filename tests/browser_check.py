@@ -149,7 +149,7 @@ def check_search(context, base_url: str, query: str = "attention") -> list[str]:
         page.goto(base_url + "/", wait_until="networkidle", timeout=30_000)
         search_box = page.locator("input.md-search__input")
         search_box.click()
-        search_box.fill(query)
+        page.keyboard.type(query, delay=20)  # key events, as a reader types: fill() sends none
         page.locator(".md-search-result__item").first.wait_for(timeout=15_000)
         count = page.locator(".md-search-result__item").count()
         return [] if count > 0 else [f"search for {query!r} found nothing"]
