@@ -21,8 +21,10 @@ leaves its data. The chapter draws its GPU figure from that file.
 
 Usage::
 
-    python benchmarks/flash_gpu.py            # everything (several minutes on an H100)
+    python benchmarks/flash_gpu.py            # everything (about ten minutes, compiles included)
     python benchmarks/flash_gpu.py --quick    # bf16, head_dim 128, three lengths
+    python benchmarks/flash_gpu.py --dtypes float16 && \
+        python benchmarks/flash_gpu.py --dtypes bfloat16 --merge   # the sweep in two runs
 
 Without a CUDA device it exits with a message and status 1.
 """
@@ -60,6 +62,12 @@ def parse_args(argv=None):
     parser.add_argument("--rep-ms", type=int, default=100)
     parser.add_argument("--quick", action="store_true", help="bf16, d=128, n in 1k/4k/16k")
     parser.add_argument("--output", type=Path, default=DEFAULT_OUTPUT)
+    parser.add_argument(
+        "--merge",
+        action="store_true",
+        help="keep the rows of an existing output file that this run does not measure again "
+        "(to split a long sweep into several runs on the same GPU)",
+    )
     args = parser.parse_args(argv)
     if args.quick:
         args.seq_lens, args.head_dims, args.dtypes = "1024,4096,16384", "128", "bfloat16"
@@ -218,6 +226,10 @@ def check_targets(rows):
     return checks
 
 
+def _row_key(row):
+    return tuple(row[k] for k in ("provider", "dtype", "head_dim", "seq_len", "causal"))
+
+
 def main(argv=None):
     args = parse_args(argv)
     if not torch.cuda.is_available():
@@ -237,6 +249,9 @@ def main(argv=None):
     report = {"environment": environment(), "settings": vars(args) | {"output": str(args.output)}}
     report["flop_count"] = "fwd 4*b*h*n^2*d (halved if causal); bwd 2.5x fwd; fwd_bwd 3.5x fwd"
     rows = []
+    kept = []
+    if args.merge and args.output.exists():
+        kept = json.loads(args.output.read_text(encoding="utf-8"))["results"]
     args.output.parent.mkdir(parents=True, exist_ok=True)
     start = time.perf_counter()
     for dtype_name in dtypes:
@@ -265,8 +280,9 @@ def main(argv=None):
                             f"causal={causal!s:5} n={seq_len:5} {provider:15} {shown}",
                             flush=True,
                         )
-                    report["results"] = rows
-                    report["targets"] = check_targets(rows)
+                    measured = {_row_key(row) for row in rows}
+                    report["results"] = [r for r in kept if _row_key(r) not in measured] + rows
+                    report["targets"] = check_targets(report["results"])
                     args.output.write_text(json.dumps(report, indent=1) + "\n", encoding="utf-8")
     for check in report["targets"]:
         status = "PASS" if check["passed"] else "FAIL"
