@@ -21,7 +21,7 @@ leaves its data. The chapter draws its GPU figure from that file.
 
 Usage::
 
-    python benchmarks/flash_gpu.py            # everything (about ten minutes, compiles included)
+    python benchmarks/flash_gpu.py            # everything (not timed on a GPU yet: minutes)
     python benchmarks/flash_gpu.py --quick    # bf16, head_dim 128, three lengths
     python benchmarks/flash_gpu.py --dtypes float16 && \
         python benchmarks/flash_gpu.py --dtypes bfloat16 --merge   # the sweep in two runs
