@@ -67,4 +67,9 @@ def test_package_hash_changes_with_the_source(tmp_path, monkeypatch):
     before = book.package_hash()
     assert book.package_hash() == before
     source.write_text("x = 2\n")
-    assert book.package_hash() != before
+    changed = book.package_hash()
+    assert changed != before
+    # A committed benchmark result (e.g. a GPU run) changes the figures that read it.
+    (tmp_path / "benchmarks" / "results").mkdir(parents=True)
+    (tmp_path / "benchmarks" / "results" / "run.json").write_text("{}")
+    assert book.package_hash() != changed

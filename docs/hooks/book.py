@@ -50,10 +50,12 @@ _fragments: dict[str, str] = {}
 
 
 def package_hash() -> str:
-    """Hash of every source file of the package and the versions that draw the figures."""
+    """Hash of what figures are drawn from: the package source, the committed benchmark
+    results some figures read, and the versions of the libraries that draw them."""
     digest = hashlib.sha256()
     digest.update(f"matplotlib {matplotlib.__version__} torch {torch.__version__}".encode())
-    for path in sorted(PACKAGE.rglob("*.py")):
+    results = sorted((ROOT / "benchmarks" / "results").glob("*.json"))
+    for path in [*sorted(PACKAGE.rglob("*.py")), *results]:
         digest.update(str(path.relative_to(ROOT)).encode())
         digest.update(path.read_bytes())
     return digest.hexdigest()[:16]
