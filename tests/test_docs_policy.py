@@ -14,6 +14,8 @@ A skipped block must say why: ``<!--pytest.mark.skip(reason="...")-->``.
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -143,3 +145,41 @@ def test_policy_flags_fences_that_would_not_run(text: str):
 @pytest.mark.parametrize("text", GOOD_FENCES)
 def test_policy_accepts_the_allowed_fences(text: str):
     assert problems(text) == []
+
+
+# Every runnable Python block is linted like the package (ruff can't format Markdown here: it
+# would break the include lines, see pyproject.toml). Continued blocks are linted joined.
+
+LINT_RULES = ["--select", "E,F,W,B,UP", "--ignore", "E501"]
+
+
+def lint_problems(page: Path) -> list[str]:
+    from pytest_codeblocks.main import extract_from_file
+
+    found = []
+    for block in extract_from_file(page):
+        if block.syntax != "python":
+            continue
+        name = f"block_at_line_{block.lineno}.py"
+        command = [sys.executable, "-m", "ruff", "check", "--no-cache", "--output-format"]
+        result = subprocess.run(
+            [*command, "concise", *LINT_RULES, "--stdin-filename", name, "-"],
+            input=block.code,
+            capture_output=True,
+            text=True,
+        )
+        if result.returncode != 0:
+            found.append(result.stdout.strip())
+    return found
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: str(p.relative_to(ROOT)))
+def test_every_python_block_passes_ruff(page: Path):
+    assert lint_problems(page) == []
+
+
+def test_the_block_linter_can_fail(tmp_path: Path):
+    page = tmp_path / "page.md"
+    page.write_text("```python\nimport os\nfor i in range(3):\n    pass\n```\n")
+    (problem,) = lint_problems(page)
+    assert "F401" in problem and "B007" in problem
