@@ -48,9 +48,10 @@ build: site
 browser: setup chromium
 	$(BIN)/python tests/browser_check.py site --screenshots screenshots
 
-# Debian's Chromium for the browser check; installed when missing (root, or sudo).
+# A Chromium for the browser check: Debian's chromium, installed when none is found (root, or
+# sudo). A Chrome that is already installed (as on GitHub's runners) is used as it is.
 chromium:
-	@command -v chromium >/dev/null 2>&1 || { \
+	@command -v chromium || command -v chromium-browser || command -v google-chrome || { \
 	  echo "Installing Debian's chromium for the browser check"; \
 	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
 	  $$SUDO apt-get update -qq && \
