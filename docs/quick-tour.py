@@ -34,18 +34,22 @@ num_slots, num_ids, num_hiddens = 8, 8, 16
 
 
 def make_batch(batch_size: int):
-    """Tables of (id, value) pairs in random order, and one query id per table."""
-    ids = torch.stack([torch.randperm(num_ids)[:num_slots] for _ in range(batch_size)])
-    keys = nn.functional.one_hot(ids, num_ids).float()  # (batch, num_slots, num_ids)
+    """Tables of (id, value) pairs in random order, one query id each."""
+    rows = [torch.randperm(num_ids)[:num_slots] for _ in range(batch_size)]
+    ids = torch.stack(rows)  # (batch, num_slots)
+    # (batch, num_slots, num_ids)
+    keys = nn.functional.one_hot(ids, num_ids).float()
     values = torch.randn(batch_size, num_slots, 1)  # (batch, num_slots, 1)
     slot = torch.randint(num_slots, (batch_size,))
-    queries = keys[torch.arange(batch_size), slot][:, None]  # (batch, 1, num_ids)
-    targets = values[torch.arange(batch_size), slot]  # (batch, 1)
+    rows = torch.arange(batch_size)
+    queries = keys[rows, slot][:, None]  # (batch, 1, num_ids)
+    targets = values[rows, slot]  # (batch, 1)
     return queries, keys, values, targets
 
 
 queries, keys, values, targets = make_batch(4)
-print("queries", tuple(queries.shape), "keys", tuple(keys.shape), "values", tuple(values.shape))
+print("queries", tuple(queries.shape), "keys", tuple(keys.shape))
+print("values", tuple(values.shape), "targets", tuple(targets.shape))
 
 # %% [markdown]
 # The model projects queries and keys into a shared space and lets scaled dot-product attention
@@ -54,7 +58,7 @@ print("queries", tuple(queries.shape), "keys", tuple(keys.shape), "values", tupl
 
 # %%
 class Lookup(nn.Module):
-    """Project queries and keys, then pool the values with dot-product attention."""
+    """Project queries and keys; pool values with dot-product attention."""
 
     def __init__(self):
         super().__init__()
@@ -76,7 +80,8 @@ for _ in range(300):
     loss.backward()
     optimizer.step()
     losses.append(loss.item())
-print(f"mean squared error: first step {losses[0]:.3f}, last 20 steps {sum(losses[-20:]) / 20:.4f}")
+print(f"mean squared error, first step: {losses[0]:.3f}")
+print(f"mean squared error, last 20 steps: {sum(losses[-20:]) / 20:.4f}")
 
 # %% [markdown]
 # The error falls close to zero: the layer learned to find the matching key. To see how, ask
@@ -85,7 +90,8 @@ print(f"mean squared error: first step {losses[0]:.3f}, last 20 steps {sum(losse
 
 # %%
 _, keys, values, _ = make_batch(1)
-all_queries = torch.eye(num_ids)[None]  # (1, num_ids, num_ids): one query per id
+# (1, num_ids, num_ids): one query per id
+all_queries = torch.eye(num_ids)[None]
 with torch.no_grad():
     model(all_queries, keys, values)
 weights = model.attention.attention_weights[0]  # (num_queries, num_keys)
@@ -101,9 +107,10 @@ fig = show_heatmaps(
 fig
 
 # %%
-hits = (weights.argmax(-1) == torch.tensor([key_ids.index(i) for i in range(num_ids)])).sum()
-print(f"{int(hits)} of {num_ids} queries put their largest weight on the matching key")
-print(f"smallest of those largest weights: {weights.max(-1).values.min():.3f}")
+matching = torch.tensor([key_ids.index(i) for i in range(num_ids)])
+hits = (weights.argmax(-1) == matching).sum()
+print(f"{int(hits)} of {num_ids} queries weigh the matching key most")
+print(f"smallest top weight: {weights.max(-1).values.min():.3f}")
 
 # %% [markdown]
 # The chapters take this apart piece by piece: where attention pooling comes from, how the
