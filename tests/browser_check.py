@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import functools
 import http.server
-import os
 import shutil
 import sys
 import threading
@@ -217,7 +216,6 @@ def main(argv: list[str] | None = None) -> int:
     if not (args.site / "index.html").exists():
         print(f"{args.site}/index.html not found: build the site first (make site)")
         return 1
-    os.environ.setdefault("PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD", "1")
     reports = check_site(args.site, args.screenshots, dark=not args.no_dark)
     failed = [r for r in reports if r.problems]
     for report in reports:

@@ -4,6 +4,9 @@ import importlib.util
 from pathlib import Path
 
 import nbformat
+import pytest
+
+from attention_book.figures import find_figure
 
 ROOT = Path(__file__).resolve().parents[1]
 spec = importlib.util.spec_from_file_location("book_hook", ROOT / "docs" / "hooks" / "book.py")
@@ -13,6 +16,7 @@ spec.loader.exec_module(book)
 CHAPTER = """# A chapter
 
 Some prose with $x^2$ and a figure ![w](../figures/home_attention_weights.svg).
+See [the next chapter](bahdanau.md#the-experiment) and [the API](../api/masking.md).
 
 ```python title="attention_book/plotting.py"
 --8<-- "attention_book/plotting.py:show_heatmaps"
@@ -44,6 +48,8 @@ def test_chapter_notebook_turns_runnable_blocks_into_code_cells():
     markdown = "\n".join(c.source for c in notebook.cells if c.cell_type == "markdown")
     assert "def show_heatmaps(" in markdown  # the included source is shown as a listing
     assert "https://example.org/figures/home_attention_weights.svg" in markdown
+    assert "(https://example.org/chapters/bahdanau/#the-experiment)" in markdown
+    assert "(https://example.org/api/masking/)" in markdown
     assert "pytest" not in markdown  # test marks and expected output are not for readers
     assert "\n2\n" not in markdown
 
@@ -73,3 +79,18 @@ def test_package_hash_changes_with_the_source(tmp_path, monkeypatch):
     (tmp_path / "benchmarks" / "results").mkdir(parents=True)
     (tmp_path / "benchmarks" / "results" / "run.json").write_text("{}")
     assert book.package_hash() != changed
+
+
+def referenced(pattern) -> set[str]:
+    """Names a page references with the hook's own patterns."""
+    names = set()
+    for page in (ROOT / "docs").rglob("*.md"):
+        names.update(pattern.findall(page.read_text(encoding="utf-8")))
+    return names
+
+
+@pytest.mark.parametrize(
+    "name", sorted(referenced(book.FIGURE_LINK) | referenced(book.BUILD_FRAGMENT))
+)
+def test_every_figure_a_page_shows_has_a_function(name):
+    assert callable(find_figure(name))

@@ -1,27 +1,8 @@
-import re
-from pathlib import Path
-
 import pytest
 from matplotlib.figure import Figure
 
 from attention_book.figures import __main__ as render_cli
 from attention_book.figures import find_figure, save_svg
-
-ROOT = Path(__file__).resolve().parents[1]
-FIGURE_LINK = re.compile(r"\]\((?:\.\./)*figures/(\w+)\.svg")
-BUILD_FRAGMENT = re.compile(r"\{\{ build:(\w+) \}\}")
-
-
-def referenced(pattern: re.Pattern) -> set[str]:
-    names = set()
-    for page in (ROOT / "docs").rglob("*.md"):
-        names.update(pattern.findall(page.read_text(encoding="utf-8")))
-    return names
-
-
-@pytest.mark.parametrize("name", sorted(referenced(FIGURE_LINK) | referenced(BUILD_FRAGMENT)))
-def test_every_figure_a_page_shows_has_a_function(name):
-    assert callable(find_figure(name))
 
 
 def test_unknown_figure_names_the_module_to_edit():

@@ -18,9 +18,9 @@ What it does, in build order:
 from __future__ import annotations
 
 import hashlib
-import json
 import logging
 import os
+import posixpath
 import re
 import subprocess
 import sys
@@ -135,6 +135,7 @@ def add_mathjax(files: Files, config) -> None:
 
 FENCE = re.compile(r"^(?P<indent>\s*)(?P<ticks>`{3,})(?P<info>.*)$")
 SNIPPET = re.compile(r'^--8<-- "(?P<path>[^":]+)(?::(?P<section>[\w-]+))?"$')
+PAGE_LINK = re.compile(r"\]\((?!https?://)(?P<path>[^)\s#]+)\.md(?P<anchor>#[^)\s]*)?\)")
 CODEBLOCKS_COMMENT = re.compile(r"^\s*<!--\s*(pytest-codeblocks:|pytest\.mark\.).*-->\s*$")
 
 
@@ -152,12 +153,26 @@ def snippet_source(line: str) -> str:
     return text.strip("\n")
 
 
+def absolute_links(line: str, page_url: str, site_url: str) -> str:
+    """Point a page's relative figure and page links at the site, so they work in a notebook."""
+    line = FIGURE_LINK.sub(lambda m: f"{site_url}figures/{m[1]}.svg", line)
+    src_dir = posixpath.dirname(page_url.rstrip("/"))  # "chapters/x/" was "chapters/x.md"
+
+    def page(match: re.Match) -> str:
+        target = posixpath.normpath(posixpath.join(src_dir, match["path"]))
+        url = "" if target == "index" else target.removesuffix("/index") + "/"
+        return f"]({site_url}{url}{match['anchor'] or ''})"
+
+    return PAGE_LINK.sub(page, line)
+
+
 def chapter_notebook(markdown: str, page_url: str, site_url: str) -> nbformat.NotebookNode:
     """Turn a chapter into a notebook: runnable blocks become code cells, the rest Markdown."""
     cells: list[nbformat.NotebookNode] = []
     prose: list[str] = []
     lines = markdown.splitlines()
     i = 0
+    output_follows = False  # the next fence is the expected output of the block above it
 
     def flush_prose() -> None:
         text = "\n".join(prose).strip("\n")
@@ -168,11 +183,12 @@ def chapter_notebook(markdown: str, page_url: str, site_url: str) -> nbformat.No
     while i < len(lines):
         match = FENCE.match(lines[i])
         if CODEBLOCKS_COMMENT.match(lines[i]):
+            output_follows = "expected-output" in lines[i]
             i += 1
             continue
         if not match:
             line = BUILD_FRAGMENT.sub(lambda m: _fragments.get(m[1], m[0]), lines[i])
-            prose.append(FIGURE_LINK.sub(lambda m: f"{site_url}figures/{m[1]}.svg", line))
+            prose.append(absolute_links(line, page_url, site_url))
             i += 1
             continue
         indent, ticks, info = match["indent"], match["ticks"], match["info"].strip()
@@ -180,14 +196,11 @@ def chapter_notebook(markdown: str, page_url: str, site_url: str) -> nbformat.No
         while j < len(lines) and not lines[j].strip().startswith(ticks):
             j += 1
         body = [line.removeprefix(indent) for line in lines[i + 1 : j]]
-        is_output = (i > 0 and "expected-output" in lines[i - 1]) or (
-            i > 1 and not lines[i - 1].strip() and "expected-output" in lines[i - 2]
-        )
-        if info == "python" and not is_output:
+        if output_follows:
+            output_follows = False  # running the cell above shows its output
+        elif info == "python":
             flush_prose()
             cells.append(nbformat.v4.new_code_cell("\n".join(body)))
-        elif is_output:
-            pass  # running the cell above shows its output
         else:
             shown = [snippet_source(line) for line in body]
             prose.extend([f"```{info.split()[0] if info else ''}", *shown, "```"])
@@ -278,9 +291,3 @@ def on_post_page(output: str, page, config) -> str:
         output = CDN_SCRIPT.sub("", output)
         output = MODULE_IMPORT.sub("", output)
     return output
-
-
-def on_post_build(config) -> None:
-    """Record what the build used, for debugging stale caches."""
-    info = {"package_hash": package_hash(), "fragments": sorted(_fragments)}
-    (CACHE / "last-build.json").write_text(json.dumps(info, indent=2), encoding="utf-8")
