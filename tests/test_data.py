@@ -7,7 +7,6 @@ import numpy as np
 import pytest
 import torch
 
-from attention_book import data
 from attention_book.data import (
     FASHION_MNIST_FILES,
     RESERVED_TOKENS,
@@ -15,6 +14,7 @@ from attention_book.data import (
     Vocab,
     build_arrays,
     builtin_pairs,
+    download,
     download_sentence_pairs,
     load_digits_data,
     load_fashion_mnist,
@@ -25,6 +25,7 @@ from attention_book.data import (
     split_pairs,
     tokenize,
 )
+from attention_book.data import corpus as builtin_corpus
 
 # --- the built-in corpus ---------------------------------------------------------------------
 
@@ -35,9 +36,9 @@ def tmp_cache(tmp_path_factory):
     with pytest.MonkeyPatch.context() as patch:
         path = tmp_path_factory.mktemp("cache")
         patch.setenv("ATTENTION_BOOK_CACHE", str(path))
-        data._builtin_splits.cache_clear()
+        builtin_corpus.builtin_splits.cache_clear()
         yield path
-    data._builtin_splits.cache_clear()
+    builtin_corpus.builtin_splits.cache_clear()
 
 
 @pytest.fixture(scope="module")
@@ -74,9 +75,9 @@ def test_builtin_lengths_spread_from_a_few_tokens_to_forty_plus(corpus):
 
 def test_builtin_corpus_is_deterministic_seeded_and_cached_on_disk(corpus, tmp_cache):
     assert len(list(tmp_cache.glob("builtin-corpus-*.pt"))) == 1
-    data._builtin_splits.cache_clear()
+    builtin_corpus.builtin_splits.cache_clear()
     assert builtin_pairs("test") == corpus["test"]  # from the disk cache
-    assert data._generate_splits(15_000, 0)["test"] == corpus["test"]  # generated afresh
+    assert builtin_corpus.generate_splits(15_000, 0)["test"] == corpus["test"]  # generated afresh
     assert builtin_pairs("test", num_pairs=200, seed=1) != builtin_pairs("test", num_pairs=200)
 
 
@@ -287,6 +288,43 @@ def test_download_extracts_a_member_of_a_zip(tmp_path):
     assert len(read_sentence_pairs(target)) == len(FRA_LINES)
 
 
+def test_download_with_a_bad_zip_checksum_leaves_nothing(tmp_path):
+    archive = tmp_path / "fra-eng.zip"
+    with zipfile.ZipFile(archive, "w") as zipped:
+        zipped.writestr("fra.txt", "\n".join(FRA_LINES))
+    target = tmp_path / "out" / "fra.txt"
+    with pytest.raises(ValueError, match="checksum mismatch"):
+        download_sentence_pairs(archive.as_uri(), target, "0" * 64, "fra.txt")
+    assert list((tmp_path / "out").iterdir()) == []  # no archive, no member, no temporary
+
+
+def test_download_moves_a_file_into_place_only_once_verified(tmp_path):
+    source = tmp_path / "remote.bin"
+    source.write_bytes(b"new contents")
+    target = tmp_path / "data" / "file.bin"
+    target.parent.mkdir()
+    target.write_bytes(b"old contents")
+    with pytest.raises(ValueError, match=r"checksum mismatch .* expected sha256"):
+        download(source.as_uri(), target, "0" * 64)
+    assert target.read_bytes() == b"old contents"  # untouched
+    assert [path.name for path in target.parent.iterdir()] == ["file.bin"]
+    md5 = hashlib.md5(b"new contents").hexdigest()
+    assert download(source.as_uri(), target, md5.upper(), algorithm="md5") == target
+    assert target.read_bytes() == b"new contents"
+    assert download(source.as_uri(), tmp_path / "unchecked.bin", None).exists()
+    with pytest.raises(ValueError, match="algorithm"):
+        download(source.as_uri(), target, md5, algorithm="nope")
+
+
+def test_a_failed_download_leaves_no_temporary_file(tmp_path):
+    import urllib.error
+
+    target = tmp_path / "data" / "file.bin"
+    with pytest.raises(urllib.error.URLError):
+        download((tmp_path / "missing.bin").as_uri(), target, "0" * 64)
+    assert list(target.parent.iterdir()) == []
+
+
 # --- image data ------------------------------------------------------------------------------
 
 
@@ -394,6 +432,30 @@ def test_load_fashion_mnist_verifies_checksums_and_never_downloads_by_default(tm
     assert FASHION_MNIST_FILES["train-images-idx3-ubyte.gz"] == "8d4fb7e6c68d591d4c3dfef9ec88bf0d"
 
 
+def test_fashion_mnist_download_is_verified_before_it_is_saved(tmp_path):
+    remote = tmp_path / "remote"
+    _, checksums = _write_fashion_mnist(remote, compress=True)
+    root = tmp_path / "fashion"
+    url = remote.as_uri() + "/"
+    # The real checksums (the default) reject the made-up files: nothing is saved.
+    with pytest.raises(ValueError, match="checksum mismatch"):
+        load_fashion_mnist(root, download=True, url=url)
+    assert list(root.iterdir()) == []
+    wrong = dict(checksums, **{"t10k-labels-idx1-ubyte.gz": "0" * 32})
+    with pytest.raises(ValueError, match="t10k-labels"):
+        load_fashion_mnist(root, download=True, checksums=wrong, url=url)
+    assert sorted(path.name for path in root.iterdir()) == [  # the three good ones only
+        "t10k-images-idx3-ubyte.gz",
+        "train-images-idx3-ubyte.gz",
+        "train-labels-idx1-ubyte.gz",
+    ]
+    images = load_fashion_mnist(root, batch_size=4, download=True, checksums=checksums, url=url)
+    assert len(images.test_loader.dataset) == 6
+    for path in remote.iterdir():
+        path.unlink()  # every file is there now: nothing is fetched again
+    assert len(load_fashion_mnist(root, checksums=checksums, download=True, url=url).classes) == 10
+
+
 # --- length bucketing ------------------------------------------------------------------------
 
 
@@ -429,3 +491,17 @@ def test_bucketed_translation_batches_are_trimmed_and_test_order_kept():
         assert torch.equal(trimmed[0], full[0][:, :width])
         assert (full[0][:, width:] == plain.src_vocab.pad).all()
         assert torch.equal(trimmed[4], full[4][:, : trimmed[4].shape[1]])
+
+
+# --- command line ----------------------------------------------------------------------------
+
+
+def test_python_m_attention_book_data_prints_the_corpus_summary():
+    import subprocess
+    import sys
+
+    command = [sys.executable, "-m", "attention_book.data", "--num-pairs", "300", "--seed", "1"]
+    result = subprocess.run(command, capture_output=True, text=True, check=True)
+    lines = result.stdout.splitlines()
+    assert lines[0] == "built-in corpus (num_pairs=300, seed=1), lengths in tokens"
+    assert lines[2].split()[0] == "train" and lines[-1].startswith("generation: ")
