@@ -2,14 +2,30 @@
 
 Attention often has to ignore some keys: padding tokens at the end of a sequence, or future
 tokens in a decoder. This module turns those rules into boolean masks and applies them inside
-the softmax. One convention holds everywhere, the same as
-`torch.nn.functional.scaled_dot_product_attention`: a boolean mask is ``True`` where a query
-**may attend** to a key and ``False`` where it may not.
+the softmax; it is the only place in the package that builds masks. One convention holds
+everywhere, the same as `torch.nn.functional.scaled_dot_product_attention`: a boolean mask is
+``True`` where a query **may attend** to a key and ``False`` where it may not.
 
 A row whose keys are all masked has nothing to attend to. Here such a row gets all-zero
 weights, so the attention output for that query is a zero vector, and its gradient is zero too
 (never NaN). The classic trick of filling masked scores with ``-1e6`` gives such a row uniform
 weights instead, which silently averages padding; we do not use it.
+
+Causal alignment. A causal mask lets query ``i`` see only keys that are not in its future. When
+there are as many queries as keys this is the lower triangle, and there is nothing to choose.
+When ``num_queries != num_keys``, two conventions are in use:
+
+- **top-left**: query ``i`` sees keys ``j <= i``; the diagonal starts in the top-left corner.
+  This is ``scaled_dot_product_attention(is_causal=True)`` and the ``is_causal`` flag of the
+  book's `DotProductAttention` and `MultiHeadAttention`.
+- **bottom-right**: query ``i`` sees keys ``j <= i + num_keys - num_queries``; the diagonal ends
+  in the bottom-right corner, so the last query sees every key. This is FlashAttention's
+  convention since version 2.1, and the right one when the queries are the last positions of a
+  longer sequence (decoding with cached keys). The book's `flash_attention` uses it, and so does
+  the Transformer decoder when it decodes new positions after cached ones.
+
+`causal_mask` builds either one; `attention_mask` builds the bottom-right one block by block for
+the tiled FlashAttention code.
 """
 
 from __future__ import annotations
@@ -17,36 +33,9 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-__all__ = ["causal_mask", "masked_softmax", "valid_lens_to_mask"]
+from attention_book.validation import check_bool_mask, check_valid_lens
 
-
-def _check_valid_lens(valid_lens: Tensor, batch_size: int, num_queries: int) -> Tensor:
-    """Return ``valid_lens`` as an integer tensor after checking its dtype, shape and values."""
-    if not isinstance(valid_lens, Tensor):
-        valid_lens = torch.as_tensor(valid_lens)
-    if valid_lens.is_floating_point() or valid_lens.is_complex() or valid_lens.dtype == torch.bool:
-        raise ValueError(
-            f"valid_lens must be an integer tensor, got dtype {valid_lens.dtype} "
-            f"with shape {tuple(valid_lens.shape)}"
-        )
-    if valid_lens.dim() == 1:
-        expected = (batch_size,)
-    elif valid_lens.dim() == 2:
-        expected = (batch_size, num_queries)
-    else:
-        expected = None
-    if expected is None or tuple(valid_lens.shape) != expected:
-        raise ValueError(
-            f"valid_lens must have shape (batch,) = ({batch_size},) or "
-            f"(batch, num_queries) = ({batch_size}, {num_queries}), "
-            f"got {tuple(valid_lens.shape)}"
-        )
-    if valid_lens.numel() > 0 and bool((valid_lens < 0).any()):
-        raise ValueError(
-            f"valid_lens must be non-negative, got minimum {int(valid_lens.min())} "
-            f"in a tensor of shape {tuple(valid_lens.shape)}"
-        )
-    return valid_lens
+__all__ = ["attention_mask", "causal_mask", "combine_masks", "masked_softmax", "valid_lens_to_mask"]
 
 
 # --8<-- [start:valid_lens_to_mask]
@@ -75,7 +64,7 @@ def valid_lens_to_mask(valid_lens: Tensor, num_queries: int, num_keys: int) -> T
     if not isinstance(valid_lens, Tensor):
         valid_lens = torch.as_tensor(valid_lens)
     batch_size = valid_lens.shape[0] if valid_lens.dim() > 0 else -1
-    valid_lens = _check_valid_lens(valid_lens, batch_size, num_queries)
+    valid_lens = check_valid_lens(valid_lens, batch_size, num_queries)
     if valid_lens.dim() == 1:
         valid_lens = valid_lens[:, None].expand(-1, num_queries)  # (batch, num_queries)
     positions = torch.arange(num_keys, device=valid_lens.device)  # (num_keys,)
@@ -94,18 +83,12 @@ def causal_mask(
 ) -> Tensor:
     """Build a causal (no peeking ahead) boolean mask, ``True`` = may attend.
 
-    Two alignments are in use when ``num_queries != num_keys``:
-
-    - ``"top-left"``: query ``i`` attends keys ``j <= i``. The diagonal starts at the top-left
-      corner. This is what ``torch.nn.functional.scaled_dot_product_attention(is_causal=True)``
-      does.
-    - ``"bottom-right"``: query ``i`` attends keys ``j <= i + num_keys - num_queries``. The
-      diagonal ends at the bottom-right corner, so the last query sees every key. This is the
-      convention of FlashAttention 2.1 and later, and the one you want when the queries are the
-      last ``num_queries`` positions of a longer sequence (decoding with cached keys). When
-      ``num_queries > num_keys`` the first rows are fully masked.
-
-    For a square mask the two are the same lower-triangular matrix.
+    ``alignment`` says where the diagonal sits when ``num_queries != num_keys`` (see the module
+    docstring): ``"top-left"`` lets query ``i`` attend keys ``j <= i``, as
+    ``scaled_dot_product_attention(is_causal=True)`` does; ``"bottom-right"`` lets it attend keys
+    ``j <= i + num_keys - num_queries``, as FlashAttention 2.1 and later do (when
+    ``num_queries > num_keys`` its first rows are fully masked). For a square mask the two are
+    the same lower-triangular matrix.
 
     Args:
         num_queries: Number of queries (rows).
@@ -139,14 +122,63 @@ def causal_mask(
 # --8<-- [end:causal_mask]
 
 
-def _check_attn_mask_dtype(attn_mask: Tensor) -> None:
-    """Raise ``ValueError`` unless ``attn_mask`` is a boolean tensor."""
-    if not isinstance(attn_mask, Tensor) or attn_mask.dtype != torch.bool:
-        dtype = attn_mask.dtype if isinstance(attn_mask, Tensor) else type(attn_mask)
-        raise ValueError(f"attn_mask must be a bool tensor (True = may attend), got {dtype}")
+# --8<-- [start:attention_mask]
+def attention_mask(
+    q_len: int,
+    k_len: int,
+    causal: bool = False,
+    valid_lens: Tensor | None = None,
+    query_offset: int = 0,
+    key_offset: int = 0,
+    num_queries: int | None = None,
+    num_keys: int | None = None,
+    device: torch.device | str | None = None,
+) -> Tensor | None:
+    """Which (query, key) pairs of a block take part in attention: ``True`` = may attend.
+
+    Causal masking here is aligned **bottom-right** (see the module docstring): query ``i`` sees
+    key ``j`` when ``j <= i + (k_len - q_len)``. With `query_offset`/`key_offset` and
+    `num_queries`/`num_keys` the function returns the mask of one block (rows
+    ``query_offset ...``, columns ``key_offset ...``), which is how the tiled FlashAttention
+    code asks for it.
+
+    Args:
+        q_len: Number of queries of the whole sequence.
+        k_len: Number of keys of the whole sequence.
+        causal: Whether to apply the bottom-right causal mask.
+        valid_lens: Number of real keys per sequence; later keys are padding.
+        query_offset: Index of the block's first query.
+        key_offset: Index of the block's first key.
+        num_queries: Number of queries in the block (default: all from `query_offset`).
+        num_keys: Number of keys in the block (default: all from `key_offset`).
+        device: Device of the returned mask.
+
+    Returns:
+        A boolean mask, or None when every pair may attend.
+
+    Shapes:
+        - valid_lens: ``(batch,)``
+        - returns: ``(batch or 1, 1, num_queries, num_keys)``
+    """
+    num_queries = q_len - query_offset if num_queries is None else num_queries
+    num_keys = k_len - key_offset if num_keys is None else num_keys
+    keys = torch.arange(key_offset, key_offset + num_keys, device=device)
+    mask = None
+    if causal:
+        queries = torch.arange(query_offset, query_offset + num_queries, device=device)
+        # (1, 1, num_queries, num_keys)
+        mask = (keys[None, :] <= queries[:, None] + (k_len - q_len))[None, None]
+    if valid_lens is not None:
+        # (batch, 1, 1, num_keys)
+        padding = keys[None, None, None, :] < valid_lens.to(device)[:, None, None, None]
+        mask = padding if mask is None else mask & padding
+    return mask
 
 
-def _combined_mask(
+# --8<-- [end:attention_mask]
+
+
+def combine_masks(
     scores_shape: torch.Size,
     device: torch.device,
     valid_lens: Tensor | None,
@@ -154,7 +186,23 @@ def _combined_mask(
 ) -> Tensor | None:
     """Combine ``valid_lens`` and ``attn_mask`` into one boolean mask broadcastable to scores.
 
-    Returns ``None`` when neither is given.
+    Args:
+        scores_shape: Shape of the scores the mask applies to.
+        device: Device of the returned mask.
+        valid_lens: Optional integer valid key counts, per sequence or per query.
+        attn_mask: Optional boolean mask, ``True`` = may attend.
+
+    Returns:
+        The combined boolean mask, or ``None`` when neither is given.
+
+    Shapes:
+        - scores_shape: ``(batch, [num_heads,] num_queries, num_keys)``
+        - valid_lens: ``(batch,)`` or ``(batch, num_queries)``
+        - attn_mask: broadcastable to ``scores_shape``
+        - returns: broadcastable to ``scores_shape``
+
+    Raises:
+        ValueError: If ``valid_lens`` or ``attn_mask`` is malformed (see `masked_softmax`).
     """
     scores_shape = torch.Size(scores_shape)
     mask = None
@@ -165,7 +213,7 @@ def _combined_mask(
                 f"got scores of shape {tuple(scores_shape)}"
             )
         batch_size, num_queries, num_keys = scores_shape[0], scores_shape[-2], scores_shape[-1]
-        valid_lens = _check_valid_lens(valid_lens, batch_size, num_queries).to(device)
+        valid_lens = check_valid_lens(valid_lens, batch_size, num_queries).to(device)
         if valid_lens.dim() == 1:
             valid_lens = valid_lens[:, None]  # (batch, 1): the same for every query
         positions = torch.arange(num_keys, device=device)
@@ -173,7 +221,7 @@ def _combined_mask(
         # Insert a size-1 axis for every dimension between batch and queries (e.g. num_heads).
         mask = mask.view(mask.shape[0], *([1] * (len(scores_shape) - 3)), *mask.shape[1:])
     if attn_mask is not None:
-        _check_attn_mask_dtype(attn_mask)
+        check_bool_mask(attn_mask)
         try:
             broadcast = torch.broadcast_shapes(attn_mask.shape, scores_shape)
         except RuntimeError:
@@ -227,7 +275,7 @@ def masked_softmax(
     """
     low_precision = scores.dtype in (torch.float16, torch.bfloat16)
     compute_dtype = torch.float32 if low_precision else scores.dtype
-    mask = _combined_mask(scores.shape, scores.device, valid_lens, attn_mask)
+    mask = combine_masks(scores.shape, scores.device, valid_lens, attn_mask)
     if mask is None:
         return torch.softmax(scores, dim=-1, dtype=compute_dtype).to(scores.dtype)
     # Hidden keys get -inf, so exp() makes them exactly 0. A fully masked row would then be

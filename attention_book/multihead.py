@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from torch import Tensor, nn
 
-from attention_book.attention import DotProductAttention, _check_dims, _check_keys_values
+from attention_book.attention import DotProductAttention
+from attention_book.validation import check_dims, check_keys_values
 
 __all__ = ["MultiHeadAttention", "merge_heads", "split_heads"]
 
@@ -33,7 +34,7 @@ def split_heads(X: Tensor, num_heads: int) -> Tensor:
     Raises:
         ValueError: If ``X`` is not 3-D or ``num_heads`` does not divide its last axis.
     """
-    _check_dims("X", X, (3,), "(batch, n, num_hiddens)")
+    check_dims("X", X, (3,), "(batch, n, num_hiddens)")
     batch_size, n, num_hiddens = X.shape
     if num_hiddens % num_heads != 0:
         raise ValueError(
@@ -64,7 +65,7 @@ def merge_heads(X: Tensor) -> Tensor:
     Raises:
         ValueError: If ``X`` is not 4-D.
     """
-    _check_dims("X", X, (4,), "(batch, num_heads, n, head_dim)")
+    check_dims("X", X, (4,), "(batch, num_heads, n, head_dim)")
     batch_size, num_heads, n, head_dim = X.shape
     X = X.transpose(1, 2)  # (batch, n, num_heads, head_dim)
     return X.reshape(batch_size, n, num_heads * head_dim)  # (batch, n, num_hiddens)
@@ -121,6 +122,7 @@ class MultiHeadAttention(nn.Module):
         num_heads: int,
         dropout: float = 0.0,
         bias: bool = False,
+        *,
         query_size: int | None = None,
         key_size: int | None = None,
         value_size: int | None = None,
@@ -162,7 +164,8 @@ class MultiHeadAttention(nn.Module):
             values: Value vectors, one per key.
             valid_lens: Optional number of valid keys per sequence or per query.
             attn_mask: Optional boolean mask, ``True`` = may attend.
-            is_causal: If ``True``, query ``i`` may attend only keys ``j <= i`` (top-left).
+            is_causal: If ``True``, query ``i`` may attend only keys ``j <= i`` (top-left
+                alignment, see `attention_book.masking`).
             need_weights: Overrides the constructor's choice of path for this call.
 
         Returns:
@@ -177,13 +180,13 @@ class MultiHeadAttention(nn.Module):
             ("keys", keys, "key_size", self.W_k),
             ("values", values, "value_size", self.W_v),
         ):
-            _check_dims(name, X, (3,), f"(batch, n, {size_name})")
+            check_dims(name, X, (3,), f"(batch, n, {size_name})")
             if X.shape[-1] != layer.in_features:
                 raise ValueError(
                     f"{name} must have last dim {size_name}={layer.in_features}, "
                     f"got shape {tuple(X.shape)}"
                 )
-        _check_keys_values(keys, values)
+        check_keys_values(keys, values)
         if attn_mask is not None and attn_mask.dim() == 3:
             attn_mask = attn_mask.unsqueeze(1)  # (batch, 1, num_queries, num_keys)
         queries = split_heads(self.W_q(queries), self.num_heads)  # (batch, heads, n_q, head_dim)

@@ -270,3 +270,38 @@ def test_bad_causal_arguments_raise():
 def test_valid_lens_to_mask_rejects_negative():
     with pytest.raises(ValueError, match="valid_lens must be non-negative"):
         valid_lens_to_mask(torch.tensor([-2]), 2, 2)
+
+
+@pytest.mark.parametrize(("q_len", "k_len"), [(3, 5), (5, 3), (4, 4)])
+def test_attention_mask_is_bottom_right_causal_and_padding(q_len, k_len):
+    from attention_book.masking import attention_mask
+
+    valid_lens = torch.tensor([k_len, 2])
+    mask = attention_mask(q_len, k_len, causal=True, valid_lens=valid_lens)
+    assert mask.shape == (2, 1, q_len, k_len)
+    causal = causal_mask(q_len, k_len, alignment="bottom-right")
+    padding = valid_lens_to_mask(valid_lens, q_len, k_len)  # (batch, q_len, k_len)
+    assert torch.equal(mask[:, 0], causal & padding)
+    assert attention_mask(q_len, k_len) is None
+
+
+def test_attention_mask_of_a_block_is_a_slice_of_the_whole():
+    from attention_book.masking import attention_mask
+
+    valid_lens = torch.tensor([6, 3])
+    whole = attention_mask(7, 9, causal=True, valid_lens=valid_lens)
+    block = attention_mask(
+        7, 9, True, valid_lens, query_offset=2, key_offset=4, num_queries=3, num_keys=4
+    )
+    assert torch.equal(block, whole[:, :, 2:5, 4:8])
+
+
+def test_combine_masks_broadcasts_valid_lens_over_heads():
+    from attention_book.masking import combine_masks
+
+    attn_mask = causal_mask(3, 4)
+    mask = combine_masks((2, 5, 3, 4), torch.device("cpu"), torch.tensor([1, 4]), attn_mask)
+    assert mask.shape == (2, 1, 3, 4)
+    assert torch.equal(mask[1, 0], attn_mask)
+    assert torch.equal(mask[0, 0], attn_mask & (torch.arange(4) < 1))
+    assert combine_masks((2, 3, 4), torch.device("cpu"), None, None) is None
