@@ -13,41 +13,15 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from attention_book.masking import (
-    _check_attn_mask_dtype,
-    _combined_mask,
-    causal_mask,
-    masked_softmax,
+from attention_book.masking import causal_mask, combine_masks, masked_softmax
+from attention_book.validation import (
+    check_bool_mask,
+    check_dims,
+    check_keys_values,
+    check_leading_axes,
 )
 
 __all__ = ["AdditiveAttention", "DotProductAttention"]
-
-
-def _check_dims(name: str, X: Tensor, allowed: tuple[int, ...], layout: str) -> None:
-    """Raise ``ValueError`` unless ``X`` has one of the ``allowed`` numbers of dimensions."""
-    if X.dim() not in allowed:
-        raise ValueError(
-            f"{name} must have {' or '.join(map(str, allowed))} dims {layout}, "
-            f"got shape {tuple(X.shape)}"
-        )
-
-
-def _check_keys_values(keys: Tensor, values: Tensor) -> None:
-    """Raise ``ValueError`` unless keys and values hold the same number of entries."""
-    if keys.shape[-2] != values.shape[-2]:
-        raise ValueError(
-            f"keys and values must have the same length (num_keys), got keys of shape "
-            f"{tuple(keys.shape)} and values of shape {tuple(values.shape)}"
-        )
-
-
-def _check_leading(queries: Tensor, keys: Tensor, values: Tensor) -> None:
-    """Raise ``ValueError`` unless the batch (and heads) axes of the three inputs agree."""
-    if not queries.shape[:-2] == keys.shape[:-2] == values.shape[:-2]:
-        raise ValueError(
-            "queries, keys and values must agree on their leading (batch[, num_heads]) axes, "
-            f"got shapes {tuple(queries.shape)}, {tuple(keys.shape)} and {tuple(values.shape)}"
-        )
 
 
 # --8<-- [start:AdditiveAttention]
@@ -87,6 +61,21 @@ class AdditiveAttention(nn.Module):
         self.dropout = nn.Dropout(dropout)
         self.attention_weights: Tensor | None = None
 
+    def project_keys(self, keys: Tensor) -> Tensor:
+        """Project keys to the hidden space, ``W_k k``: the part of the score without the query.
+
+        Args:
+            keys: Key vectors.
+
+        Returns:
+            The projected keys, to pass to `forward` with ``keys_projected=True``.
+
+        Shapes:
+            - keys: ``(batch, num_keys, key_size)``
+            - returns: ``(batch, num_keys, num_hiddens)``
+        """
+        return self.W_k(keys)
+
     def forward(
         self,
         queries: Tensor,
@@ -94,39 +83,48 @@ class AdditiveAttention(nn.Module):
         values: Tensor,
         valid_lens: Tensor | None = None,
         attn_mask: Tensor | None = None,
+        *,
+        keys_projected: bool = False,
     ) -> Tensor:
         """Attend from each query to the keys and average the values.
 
         Args:
             queries: Query vectors.
-            keys: Key vectors.
+            keys: Key vectors, or their projections ``W_k k`` if ``keys_projected``.
             values: Value vectors, one per key.
             valid_lens: Optional number of valid keys per sequence or per query.
             attn_mask: Optional boolean mask, ``True`` = may attend.
+            keys_projected: ``keys`` already went through `project_keys`, so they have
+                ``num_hiddens`` features. A decoder that attends to the same keys at every
+                step projects them once and passes them this way.
 
         Returns:
             The attention output, one value-sized vector per query.
 
         Raises:
             ValueError: If an input has the wrong number of dims, a feature size differs from
-                ``query_size``/``key_size``, keys and values differ in length, the batch sizes
-                differ, or a mask is malformed.
+                ``query_size``/``key_size`` (``num_hiddens`` for projected keys), keys and
+                values differ in length, the batch sizes differ, or a mask is malformed.
         """
-        _check_dims("queries", queries, (3,), "(batch, num_queries, query_size)")
-        _check_dims("keys", keys, (3,), "(batch, num_keys, key_size)")
-        _check_dims("values", values, (3,), "(batch, num_keys, value_dim)")
+        check_dims("queries", queries, (3,), "(batch, num_queries, query_size)")
+        check_dims("keys", keys, (3,), "(batch, num_keys, key_size)")
+        check_dims("values", values, (3,), "(batch, num_keys, value_dim)")
         if queries.shape[-1] != self.query_size:
             raise ValueError(
                 f"queries must have last dim query_size={self.query_size}, "
                 f"got shape {tuple(queries.shape)}"
             )
-        if keys.shape[-1] != self.key_size:
+        expected = self.W_k.out_features if keys_projected else self.key_size
+        if keys.shape[-1] != expected:
+            name = "num_hiddens" if keys_projected else "key_size"
             raise ValueError(
-                f"keys must have last dim key_size={self.key_size}, got shape {tuple(keys.shape)}"
+                f"keys must have last dim {name}={expected}, got shape {tuple(keys.shape)}"
             )
-        _check_keys_values(keys, values)
-        _check_leading(queries, keys, values)
-        queries, keys = self.W_q(queries), self.W_k(keys)
+        check_keys_values(keys, values)
+        check_leading_axes(queries, keys, values)
+        queries = self.W_q(queries)  # (batch, num_queries, num_hiddens)
+        if not keys_projected:
+            keys = self.project_keys(keys)  # (batch, num_keys, num_hiddens)
         # Add every query to every key by broadcasting:
         # (batch, num_queries, 1, num_hiddens) + (batch, 1, num_keys, num_hiddens)
         features = torch.tanh(queries.unsqueeze(2) + keys.unsqueeze(1))
@@ -175,7 +173,7 @@ class DotProductAttention(nn.Module):
         - attention_weights: ``(batch, [num_heads,] num_queries, num_keys)``
     """
 
-    def __init__(self, dropout: float = 0.0, need_weights: bool = True):
+    def __init__(self, dropout: float = 0.0, *, need_weights: bool = True):
         super().__init__()
         self.dropout = nn.Dropout(dropout)
         self.need_weights = need_weights
@@ -213,18 +211,18 @@ class DotProductAttention(nn.Module):
                 differ, or a mask is malformed.
         """
         layout = "(batch, [num_heads,] n, d)"
-        _check_dims("queries", queries, (3, 4), layout)
-        _check_dims("keys", keys, (queries.dim(),), layout + " like queries")
-        _check_dims("values", values, (queries.dim(),), layout + " like queries")
+        check_dims("queries", queries, (3, 4), layout)
+        check_dims("keys", keys, (queries.dim(),), layout + " like queries")
+        check_dims("values", values, (queries.dim(),), layout + " like queries")
         if queries.shape[-1] != keys.shape[-1]:
             raise ValueError(
                 f"queries and keys must have the same size d (last dim), got queries of shape "
                 f"{tuple(queries.shape)} and keys of shape {tuple(keys.shape)}"
             )
-        _check_keys_values(keys, values)
-        _check_leading(queries, keys, values)
+        check_keys_values(keys, values)
+        check_leading_axes(queries, keys, values)
         if attn_mask is not None:
-            _check_attn_mask_dtype(attn_mask)
+            check_bool_mask(attn_mask)
         if need_weights is None:
             need_weights = self.need_weights
         if not need_weights:
@@ -261,7 +259,7 @@ class DotProductAttention(nn.Module):
             causal = causal_mask(num_queries, num_keys, device=queries.device)
             attn_mask = causal if attn_mask is None else attn_mask & causal
         scores_shape = (*queries.shape[:-1], num_keys)
-        mask = _combined_mask(scores_shape, queries.device, valid_lens, attn_mask)
+        mask = combine_masks(scores_shape, queries.device, valid_lens, attn_mask)
         # Let fully masked rows attend everywhere inside the kernel, then zero their output:
         # no backend can produce NaN for them, and their gradient is zero.
         row_has_key = mask.any(dim=-1, keepdim=True)  # (..., num_queries, 1)

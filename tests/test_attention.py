@@ -308,3 +308,32 @@ def test_additive_bad_inputs():
         attention(torch.randn(3, 4), k, v)
     with pytest.raises(ValueError, match=r"valid_lens must be an integer tensor"):
         attention(q, k, v, torch.tensor([1.0, 2.0]))
+
+
+def test_additive_with_projected_keys_equals_plain_call():
+    torch.manual_seed(0)
+    attention = AdditiveAttention(key_size=3, query_size=5, num_hiddens=7).double()
+    queries = torch.randn(2, 4, 5, dtype=torch.float64)
+    keys = torch.randn(2, 6, 3, dtype=torch.float64)
+    values = torch.randn(2, 6, 2, dtype=torch.float64)
+    valid_lens = torch.tensor([2, 6])
+    expected = attention(queries, keys, values, valid_lens)
+    expected_weights = attention.attention_weights
+    projected = attention.project_keys(keys)
+    assert projected.shape == (2, 6, 7)
+    got = attention(queries, projected, values, valid_lens, keys_projected=True)
+    torch.testing.assert_close(got, expected, rtol=0, atol=1e-12)
+    torch.testing.assert_close(attention.attention_weights, expected_weights, rtol=0, atol=1e-12)
+
+
+def test_additive_projected_keys_must_have_num_hiddens_features():
+    attention = AdditiveAttention(3, 5, 7)
+    queries, keys, values = torch.randn(2, 4, 5), torch.randn(2, 6, 3), torch.randn(2, 6, 2)
+    with pytest.raises(ValueError, match=r"keys must have last dim num_hiddens=7.*\(2, 6, 3\)"):
+        attention(queries, keys, values, keys_projected=True)
+
+
+def test_options_beyond_the_seed_signature_are_keyword_only():
+    DotProductAttention(0.1)  # the seed's call
+    with pytest.raises(TypeError):
+        DotProductAttention(0.1, False)
