@@ -136,7 +136,12 @@ class LearnedPositionalEmbedding(nn.Module):
     """
 
     def __init__(
-        self, num_hiddens: int, dropout: float = 0.0, max_len: int = 1000, init_std: float = 0.02
+        self,
+        num_hiddens: int,
+        dropout: float = 0.0,
+        max_len: int = 1000,
+        *,
+        init_std: float = 0.02,
     ):
         super().__init__()
         self.num_hiddens, self.max_len = num_hiddens, max_len

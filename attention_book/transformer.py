@@ -28,6 +28,7 @@ from torch import Tensor, nn
 from attention_book.masking import causal_mask
 from attention_book.multihead import MultiHeadAttention
 from attention_book.positional import PositionalEncoding
+from attention_book.validation import check_hidden_states, check_tokens
 
 __all__ = [
     "AddNorm",
@@ -40,24 +41,6 @@ __all__ = [
 ]
 
 _ACTIVATIONS = {"relu": nn.ReLU, "gelu": nn.GELU}
-
-
-def _check_hidden_states(name: str, X: Tensor, num_hiddens: int) -> None:
-    """Raise ``ValueError`` unless ``X`` has shape (batch, num_steps, num_hiddens)."""
-    if X.dim() != 3 or X.shape[-1] != num_hiddens:
-        raise ValueError(
-            f"{name} must have shape (batch, num_steps, num_hiddens={num_hiddens}), "
-            f"got {tuple(X.shape)}"
-        )
-
-
-def _check_tokens(name: str, X: Tensor) -> None:
-    """Raise ``ValueError`` unless ``X`` is a 2-D tensor of token indices."""
-    if X.dim() != 2 or X.is_floating_point():
-        raise ValueError(
-            f"{name} must be an integer tensor of token indices with shape (batch, num_steps), "
-            f"got dtype {X.dtype} and shape {tuple(X.shape)}"
-        )
 
 
 # --8<-- [start:PositionWiseFFN]
@@ -84,6 +67,7 @@ class PositionWiseFFN(nn.Module):
         ffn_num_input: int,
         ffn_num_hiddens: int,
         ffn_num_outputs: int,
+        *,
         activation: str = "relu",
         dropout: float = 0.0,
     ) -> None:
@@ -142,6 +126,7 @@ class AddNorm(nn.Module):
         self,
         norm_shape: int | tuple[int, ...],
         dropout: float,
+        *,
         norm_first: bool = False,
         bias: bool = True,
     ) -> None:
@@ -216,15 +201,18 @@ class TransformerEncoderBlock(nn.Module):
         num_heads: int,
         dropout: float,
         use_bias: bool = False,
+        *,
         norm_first: bool = False,
         activation: str = "relu",
     ) -> None:
         super().__init__()
         self.num_hiddens = num_hiddens
         self.self_attention = MultiHeadAttention(num_hiddens, num_heads, dropout, use_bias)
-        self.addnorm1 = AddNorm(num_hiddens, dropout, norm_first)
-        self.ffn = PositionWiseFFN(num_hiddens, ffn_num_hiddens, num_hiddens, activation, dropout)
-        self.addnorm2 = AddNorm(num_hiddens, dropout, norm_first)
+        self.addnorm1 = AddNorm(num_hiddens, dropout, norm_first=norm_first)
+        self.ffn = PositionWiseFFN(
+            num_hiddens, ffn_num_hiddens, num_hiddens, activation=activation, dropout=dropout
+        )
+        self.addnorm2 = AddNorm(num_hiddens, dropout, norm_first=norm_first)
 
     def forward(self, X: Tensor, valid_lens: Tensor | None = None) -> Tensor:
         """Run the block.
@@ -240,7 +228,7 @@ class TransformerEncoderBlock(nn.Module):
         Raises:
             ValueError: If ``X`` does not have shape (batch, num_steps, num_hiddens).
         """
-        _check_hidden_states("X", X, self.num_hiddens)
+        check_hidden_states("X", X, self.num_hiddens)
         H = self.addnorm1.sublayer_input(X)
         X = self.addnorm1(X, self.self_attention(H, H, H, valid_lens))
         H = self.addnorm2.sublayer_input(X)
@@ -269,6 +257,7 @@ class TransformerEncoder(nn.Module):
         dropout: Dropout rate used throughout.
         use_bias: Whether the attention projections have biases.
         norm_first: ``False`` for post-norm (the paper), ``True`` for pre-norm.
+        activation: FFN activation, ``"relu"`` or ``"gelu"``.
         max_len: Longest sequence the positional encoding covers.
 
     Shapes:
@@ -287,7 +276,9 @@ class TransformerEncoder(nn.Module):
         num_blks: int,
         dropout: float,
         use_bias: bool = False,
+        *,
         norm_first: bool = False,
+        activation: str = "relu",
         max_len: int = 1000,
     ) -> None:
         super().__init__()
@@ -296,7 +287,13 @@ class TransformerEncoder(nn.Module):
         self.pos_encoding = PositionalEncoding(num_hiddens, dropout, max_len)
         self.blks = nn.ModuleList(
             TransformerEncoderBlock(
-                num_hiddens, ffn_num_hiddens, num_heads, dropout, use_bias, norm_first
+                num_hiddens,
+                ffn_num_hiddens,
+                num_heads,
+                dropout,
+                use_bias,
+                norm_first=norm_first,
+                activation=activation,
             )
             for _ in range(num_blks)
         )
@@ -316,7 +313,7 @@ class TransformerEncoder(nn.Module):
         Raises:
             ValueError: If ``X`` is not a 2-D integer tensor.
         """
-        _check_tokens("X", X)
+        check_tokens("X", X)
         X = self.pos_encoding(self.embedding(X) * math.sqrt(self.num_hiddens))
         for i, blk in enumerate(self.blks):
             X = blk(X, valid_lens)
@@ -403,8 +400,8 @@ class TransformerDecoderBlock(nn.Module):
         num_heads: Number of attention heads.
         dropout: Dropout on attention weights, inside the FFN and on each sublayer's output.
         i: This block's index in the decoder: its slot in ``state.key_values``.
-        norm_first: ``False`` for post-norm (the paper), ``True`` for pre-norm.
         use_bias: Whether the attention projections have biases.
+        norm_first: ``False`` for post-norm (the paper), ``True`` for pre-norm.
         activation: FFN activation, ``"relu"`` or ``"gelu"``.
 
     Shapes:
@@ -419,19 +416,22 @@ class TransformerDecoderBlock(nn.Module):
         num_heads: int,
         dropout: float,
         i: int,
-        norm_first: bool = False,
+        *,
         use_bias: bool = False,
+        norm_first: bool = False,
         activation: str = "relu",
     ) -> None:
         super().__init__()
         self.i = i
         self.num_hiddens = num_hiddens
         self.self_attention = MultiHeadAttention(num_hiddens, num_heads, dropout, use_bias)
-        self.addnorm1 = AddNorm(num_hiddens, dropout, norm_first)
+        self.addnorm1 = AddNorm(num_hiddens, dropout, norm_first=norm_first)
         self.cross_attention = MultiHeadAttention(num_hiddens, num_heads, dropout, use_bias)
-        self.addnorm2 = AddNorm(num_hiddens, dropout, norm_first)
-        self.ffn = PositionWiseFFN(num_hiddens, ffn_num_hiddens, num_hiddens, activation, dropout)
-        self.addnorm3 = AddNorm(num_hiddens, dropout, norm_first)
+        self.addnorm2 = AddNorm(num_hiddens, dropout, norm_first=norm_first)
+        self.ffn = PositionWiseFFN(
+            num_hiddens, ffn_num_hiddens, num_hiddens, activation=activation, dropout=dropout
+        )
+        self.addnorm3 = AddNorm(num_hiddens, dropout, norm_first=norm_first)
 
     def forward(self, X: Tensor, state: DecoderState) -> tuple[Tensor, DecoderState]:
         """Run the block on the new target positions ``X``.
@@ -446,7 +446,7 @@ class TransformerDecoderBlock(nn.Module):
         Raises:
             ValueError: If ``X`` does not have shape (batch, num_new_steps, num_hiddens).
         """
-        _check_hidden_states("X", X, self.num_hiddens)
+        check_hidden_states("X", X, self.num_hiddens)
         # 1. Masked self-attention over every position decoded so far, including the new ones.
         H = self.addnorm1.sublayer_input(X)
         cached = state.key_values[self.i]
@@ -490,8 +490,9 @@ class TransformerDecoder(nn.Module):
         num_heads: Number of attention heads.
         num_blks: Number of decoder blocks.
         dropout: Dropout rate used throughout.
-        norm_first: ``False`` for post-norm (the paper), ``True`` for pre-norm.
         use_bias: Whether the attention projections have biases.
+        norm_first: ``False`` for post-norm (the paper), ``True`` for pre-norm.
+        activation: FFN activation, ``"relu"`` or ``"gelu"``.
         max_len: Longest target sequence the positional encoding covers.
 
     Shapes:
@@ -509,8 +510,10 @@ class TransformerDecoder(nn.Module):
         num_heads: int,
         num_blks: int,
         dropout: float,
-        norm_first: bool = False,
+        *,
         use_bias: bool = False,
+        norm_first: bool = False,
+        activation: str = "relu",
         max_len: int = 1000,
     ) -> None:
         super().__init__()
@@ -520,7 +523,14 @@ class TransformerDecoder(nn.Module):
         self.pos_encoding = PositionalEncoding(num_hiddens, dropout, max_len)
         self.blks = nn.ModuleList(
             TransformerDecoderBlock(
-                num_hiddens, ffn_num_hiddens, num_heads, dropout, i, norm_first, use_bias
+                num_hiddens,
+                ffn_num_hiddens,
+                num_heads,
+                dropout,
+                i,
+                use_bias=use_bias,
+                norm_first=norm_first,
+                activation=activation,
             )
             for i in range(num_blks)
         )
@@ -543,7 +553,7 @@ class TransformerDecoder(nn.Module):
             ValueError: If ``enc_outputs`` does not have shape
                 (batch, num_source_steps, num_hiddens).
         """
-        _check_hidden_states("enc_outputs", enc_outputs, self.num_hiddens)
+        check_hidden_states("enc_outputs", enc_outputs, self.num_hiddens)
         return DecoderState(enc_outputs, enc_valid_lens, [None] * self.num_blks)
 
     def forward(self, X: Tensor, state: DecoderState) -> tuple[Tensor, DecoderState]:
@@ -561,7 +571,7 @@ class TransformerDecoder(nn.Module):
             ValueError: If ``X`` is not a 2-D integer tensor, or the sequence grows past
                 ``max_len``.
         """
-        _check_tokens("X", X)
+        check_tokens("X", X)
         offset = state.num_decoded_steps
         X = self.embedding(X) * math.sqrt(self.num_hiddens)
         X = self.pos_encoding(X, offset=offset)

@@ -55,6 +55,7 @@ class PatchEmbedding(nn.Module):
         img_size: int | tuple[int, int] = 96,
         patch_size: int | tuple[int, int] = 16,
         num_hiddens: int = 512,
+        *,
         in_channels: int = 3,
     ) -> None:
         super().__init__()
@@ -120,6 +121,7 @@ class ViTMLP(nn.Module):
         mlp_num_hiddens: int,
         mlp_num_outputs: int,
         dropout: float = 0.5,
+        *,
         mlp_num_inputs: int | None = None,
     ) -> None:
         super().__init__()
@@ -218,6 +220,10 @@ class ViT(nn.Module):
         num_blks: Number of blocks.
         emb_dropout: Dropout on the embeddings (patches, class token and positions).
         blk_dropout: Dropout inside the blocks.
+        lr: Learning rate, kept in ``self.lr`` for whoever builds the optimizer. The seed's
+            ViT takes it here because it trains itself (d2l's ``Classifier``); this module
+            does not use it, but keeps the seed's positional signature, so that
+            ``ViT(img_size, patch_size, ..., blk_dropout, lr)`` still means what it says.
         use_bias: Whether the attention projections have biases.
         num_classes: Number of output classes.
         in_channels: Number of image channels.
@@ -241,12 +247,17 @@ class ViT(nn.Module):
         num_blks: int,
         emb_dropout: float,
         blk_dropout: float,
+        lr: float = 0.1,
         use_bias: bool = False,
         num_classes: int = 10,
+        *,
         in_channels: int = 3,
     ) -> None:
         super().__init__()
-        self.patch_embedding = PatchEmbedding(img_size, patch_size, num_hiddens, in_channels)
+        self.lr = lr
+        self.patch_embedding = PatchEmbedding(
+            img_size, patch_size, num_hiddens, in_channels=in_channels
+        )
         self.cls_token = nn.Parameter(torch.zeros(1, 1, num_hiddens))
         num_steps = self.patch_embedding.num_patches + 1  # the patches and the class token
         # One learned vector per position (and dropout after adding it), table shape

@@ -376,3 +376,47 @@ def test_beam_search_with_transformer_decoder():
         log_probs = torch.log_softmax(logits[0], dim=-1)
         expected = log_probs[torch.arange(len(targets)), torch.tensor(targets)].sum()
         assert translation.score == pytest.approx(float(expected), abs=1e-4)
+
+
+# Constructors: the d2l/seed positional signatures, options by keyword, passed down ----------
+
+
+def test_seed_positional_calls_still_work():
+    ffn = PositionWiseFFN(4, 4, 8)  # the seed's own example
+    rows = ffn(torch.ones((2, 3, 4)))
+    assert rows.shape == (2, 3, 8)
+    assert torch.equal(rows[:, 0], rows[:, 1])
+    AddNorm(4, 0.5)
+    TransformerEncoderBlock(24, 48, 8, 0.5, True)
+    TransformerEncoder(200, 24, 48, 8, 2, 0.5, True)
+    TransformerDecoderBlock(24, 48, 8, 0.5, 0)
+    TransformerDecoder(200, 24, 48, 8, 2, 0.5)
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: PositionWiseFFN(4, 4, 8, "gelu"),
+        lambda: AddNorm(4, 0.5, True),
+        lambda: TransformerEncoderBlock(24, 48, 8, 0.5, True, True),
+        lambda: TransformerEncoder(200, 24, 48, 8, 2, 0.5, True, True),
+        lambda: TransformerDecoderBlock(24, 48, 8, 0.5, 0, True),
+        lambda: TransformerDecoder(200, 24, 48, 8, 2, 0.5, True),
+    ],
+)
+def test_options_beyond_the_positional_signature_are_keyword_only(make):
+    with pytest.raises(TypeError):
+        make()
+
+
+@pytest.mark.parametrize("stack", ["encoder", "decoder"])
+def test_stacks_pass_every_option_to_their_blocks(stack):
+    options = {"use_bias": True, "norm_first": True, "activation": "gelu"}
+    if stack == "encoder":
+        model = TransformerEncoder(50, 16, 32, 4, 2, 0.0, **options)
+    else:
+        model = TransformerDecoder(50, 16, 32, 4, 2, 0.0, **options)
+    for blk in model.blks:
+        assert isinstance(blk.ffn.activation, nn.GELU)
+        assert blk.self_attention.W_q.bias is not None
+        assert all(norm.norm_first for norm in (blk.addnorm1, blk.addnorm2))

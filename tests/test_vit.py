@@ -216,3 +216,18 @@ def test_vit_rejects_wrong_dims_and_channels(shape, got):
 def test_vit_rejects_indivisible_image_size():
     with pytest.raises(ValueError, match=r"img_size \(18, 18\).*patch_size \(4, 4\)"):
         tiny_vit(img_size=18)
+
+
+def test_seed_positional_signature_including_lr():
+    # ViT(img_size, patch_size, num_hiddens, mlp_num_hiddens, num_heads, num_blks,
+    #     emb_dropout, blk_dropout, lr, use_bias, num_classes), as the seed calls it.
+    model = ViT(16, 4, 32, 64, 4, 2, 0.1, 0.1, 0.05, True, 7)
+    assert model.lr == 0.05
+    assert model.blks[0].self_attention.W_q.bias is not None
+    assert model(torch.randn(2, 3, 16, 16)).shape == (2, 7)
+    with pytest.raises(TypeError):
+        ViT(16, 4, 32, 64, 4, 2, 0.1, 0.1, 0.05, True, 7, 1)  # in_channels is keyword-only
+    with pytest.raises(TypeError):
+        PatchEmbedding(16, 4, 32, 1)
+    with pytest.raises(TypeError):
+        ViTMLP(48, 24, 0.5, 24)
