@@ -40,8 +40,12 @@ lint: setup
 unit: setup
 	$(BIN)/pytest tests/
 
+# Triton reads TRITON_INTERPRET once, at its first import, and the pages' blocks share one
+# process: without a CUDA GPU the whole run uses Triton's interpreter, unless it is set already.
 snippets: setup
-	$(BIN)/pytest --codeblocks docs/ README.md
+	TRITON_INTERPRET=$${TRITON_INTERPRET:-$$($(BIN)/python -c \
+	  "import torch; print(0 if torch.cuda.is_available() else 1)")} \
+	  $(BIN)/pytest --codeblocks docs/ README.md
 
 build: site
 

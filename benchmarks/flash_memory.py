@@ -1,6 +1,6 @@
 """Peak memory of naive attention vs the tiled reference on the CPU, two ways.
 
-1. ``counted``: `attention_book.flash.measure_tensor_memory`, the exact count of tensor bytes
+1. ``counted``: `attention_book.memory.measure_tensor_memory`, the exact count of tensor bytes
    that the chapter's figure uses (on real tensors here, not on the meta device).
 2. ``rss``: the growth of the process's peak resident set size (``ru_maxrss``) while the
    function runs, in a fresh Python process per measurement, on top of the inputs. It includes
@@ -33,7 +33,8 @@ OUTPUT = ROOT / "benchmarks" / "results" / "flash_memory.json"
 CHILD = textwrap.dedent(
     """
     import json, resource, sys, torch
-    from attention_book.flash import measure_tensor_memory, naive_attention, tiled_attention_forward
+    from attention_book.flash import naive_attention, tiled_attention_forward
+    from attention_book.memory import measure_tensor_memory
     method, seq_len, block = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
     torch.set_num_threads(1)
     generator = torch.Generator().manual_seed(0)

@@ -1,14 +1,13 @@
-"""Tests of attention_book.flash: the tiled reference, the Triton kernels (under Triton's CPU
-interpreter) and the `flash_attention` entry point.
+"""Tests of attention_book.flash: the tiled reference, the Triton kernels and the
+`flash_attention` entry point.
 
-How the interpreter is switched on. Our kernels are decorated lazily, per mode, at their first
-launch, so the fixture `interpreter` only sets ``TRITON_INTERPRET=1`` with monkeypatch. Triton
-decorates its own library functions (``tl.max``, ``tl.sum``) when it is first imported, in the
-mode in force then; this module sets the variable at its top so that, in the usual case, that
-first import is already in interpreter mode, and a subprocess test covers the other case
-(Triton imported first in compiled mode, as PyTorch itself does on many paths), which
-attention_book.flash handles by re-wrapping those functions. The guard-rail fixture proves that,
-under the interpreter, nothing autotunes or asks a GPU driver anything.
+How the kernels run here. Triton picks compiled kernels or its CPU interpreter once, when it is
+first imported, from ``TRITON_INTERPRET``; tests/conftest.py sets that variable for the whole
+session when there is no CUDA GPU. The fixture `triton_device` then gives the device the
+kernels take: "cpu" under the interpreter (with guard rails: no autotuning, no GPU driver
+query), "cuda" when they are compiled on a GPU. What needs another mode runs in a subprocess:
+the error for CPU tensors in compiled mode, the error when the variable is set too late, the
+interpreter's guard rails from a fresh import, and the compile check for sm_90.
 
 Error rule for the kernels (FlashAttention's own tests, Dao et al.): at a given precision, the
 kernel's error against a float64 reference is at most twice the error of PyTorch's plain
@@ -21,21 +20,17 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import re
 import subprocess
 import sys
 import textwrap
-
-# Before anything imports Triton, so that its library functions are built for the interpreter
-# (attention_book.flash also copes when they were not; see the subprocess test at the end).
-if "triton" not in sys.modules:
-    os.environ.setdefault("TRITON_INTERPRET", "1")
 
 import pytest
 import torch
 import torch.nn.functional as F
 from torch.nn.attention.bias import causal_lower_right
 
-from attention_book import flash
+from attention_book import flash, masking, memory
 from attention_book.flash import (
     TiledAttention,
     flash_attention,
@@ -63,8 +58,8 @@ def forward_backward(attention, q, k, v, grad_out, **options):
     """Output, lse and the three gradients of ``attention(q, k, v, **options)``."""
     q, k, v = (t.detach().clone().requires_grad_() for t in (q, k, v))
     out, lse = attention(q, k, v, **options)
-    grads = torch.autograd.grad(out, (q, k, v), grad_out)
-    return out.detach(), lse.detach(), *grads
+    grads = torch.autograd.grad(out, (q, k, v), grad_out.to(out.device))
+    return tuple(t.detach().cpu() for t in (out, lse, *grads))
 
 
 def naive(q, k, v, causal=False, valid_lens=None):
@@ -190,18 +185,6 @@ def test_reference_never_allocates_the_score_matrix():
     assert largest_naive >= score_matrix_bytes
 
 
-def test_measure_tensor_memory_counts_live_tensors():
-    def two_temporaries(x):
-        a = x * 2  # 4000 bytes
-        b = a + 1  # 4000 bytes, a still alive: peak 8000
-        del a
-        return b.sum()  # b alive while the 4-byte sum is made
-
-    _, peak, largest = measure_tensor_memory(two_temporaries, torch.zeros(1000))
-    assert largest == 4000
-    assert peak == 8000
-
-
 def test_online_softmax_equals_softmax():
     scores = torch.randn(103, dtype=torch.float64, generator=torch.Generator().manual_seed(1)) * 9
     for block_size in (1, 7, 32, 103, 200):
@@ -231,9 +214,8 @@ def test_errors_name_the_argument_and_shapes():
         flash_attention(q, q, q, block_m=0)
 
 
-@needs_triton
-def test_triton_errors(monkeypatch):
-    monkeypatch.setenv("TRITON_INTERPRET", "1")
+def test_triton_input_errors():
+    """Checked before Triton is used, so these hold in any mode and without Triton."""
     q = torch.randn(1, 2, 10, 8)
     with pytest.raises(ValueError, match=r"head_dim in \[16, 128\].*\(1, 2, 10, 8\)"):
         flash_attention(q, q, q, backend="triton")
@@ -242,14 +224,10 @@ def test_triton_errors(monkeypatch):
         flash_attention(q, q, q, backend="triton")
     with pytest.raises(ValueError, match=r"block_n must be a power of two >= 16"):
         flash_attention(q.float(), q.float(), q.float(), backend="triton", block_n=24)
-    monkeypatch.setenv("TRITON_INTERPRET", "0")
-    with pytest.raises(RuntimeError, match=r"needs CUDA tensors.*TRITON_INTERPRET=1"):
-        flash_attention(q.float(), q.float(), q.float(), backend="triton")
 
 
+@needs_triton
 def test_auto_backend_uses_the_reference_on_cpu(monkeypatch):
-    monkeypatch.setenv("TRITON_INTERPRET", "1")
-
     def fail(*args):
         raise AssertionError("auto must not use Triton for CPU tensors")
 
@@ -260,33 +238,59 @@ def test_auto_backend_uses_the_reference_on_cpu(monkeypatch):
     )
 
 
+def test_every_public_name_is_reexported():
+    assert flash.attention_mask is masking.attention_mask
+    assert flash.measure_tensor_memory is memory.measure_tensor_memory
+    names = [name for name in flash.__all__ if not name.lower().startswith("triton")]
+    assert all(callable(getattr(flash, name)) for name in names)
+
+
+@needs_triton
+def test_triton_names_are_reexported_from_launch():
+    from attention_book.flash import launch
+
+    for name in ("TritonAttention", "triton_attention_forward", "triton_attention_backward"):
+        assert getattr(flash, name) is getattr(launch, name)
+    with pytest.raises(AttributeError, match="no attribute 'nothing'"):
+        _ = flash.nothing
+
+
 # ---------------------------------------------------------------------------------------------
-# The Triton kernels, under the interpreter
+# The Triton kernels: interpreted on a CPU, compiled on a CUDA GPU
 # ---------------------------------------------------------------------------------------------
+
+
+class NoDriver:
+    def __getattr__(self, name):
+        raise AssertionError(f"a GPU driver query ran under the interpreter: {name}")
+
+
+def no_autotune(*args, **kwargs):
+    raise AssertionError("triton.autotune ran under the interpreter")
 
 
 @pytest.fixture
-def interpreter(monkeypatch):
-    """Run Triton kernels on the CPU; no autotuning and no driver query may happen."""
+def triton_device(monkeypatch):
+    """The device the kernels take in this session; under the interpreter, with guard rails."""
     if not HAS_TRITON:
         pytest.skip("Triton is not installed")
-    monkeypatch.setenv("TRITON_INTERPRET", "1")
     import triton
     from triton.runtime import driver  # the DriverConfig object behind driver.active
 
-    class NoDriver:
-        def __getattr__(self, name):
-            raise AssertionError(f"a GPU driver query ran under the interpreter: {name}")
+    from attention_book.flash import launch
 
-    def no_autotune(*args, **kwargs):
-        raise AssertionError("triton.autotune ran under the interpreter")
-
-    flash._load_triton_kernels.cache_clear()
+    if launch.KERNEL_MODE == "compiled" and torch.cuda.is_available():
+        return "cuda"
+    if launch.KERNEL_MODE != "interpreted":
+        pytest.skip("Triton is compiled and there is no CUDA GPU: set TRITON_INTERPRET=1")
     monkeypatch.setattr(triton, "autotune", no_autotune)
     monkeypatch.setattr(driver, "_active", NoDriver())
     monkeypatch.setattr(driver, "_default", NoDriver())
-    yield
-    flash._load_triton_kernels.cache_clear()
+    return "cpu"
+
+
+def on(device, *tensors):
+    return tuple(t.to(device) for t in tensors)
 
 
 def triton_kernel(q, k, v, causal=False, valid_lens=None):
@@ -315,13 +319,15 @@ TRITON_CASES = [
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
 @pytest.mark.parametrize("q_len,k_len,head_dim,causal,valid_lens", TRITON_CASES)
-def test_triton_kernel_error_rule(interpreter, dtype, q_len, k_len, head_dim, causal, valid_lens):
+def test_triton_kernel_error_rule(triton_device, dtype, q_len, k_len, head_dim, causal, valid_lens):
     q, k, v, grad_out = make_inputs(2, 2, q_len, k_len, head_dim, dtype)
     lens = None if valid_lens is None else torch.tensor(valid_lens)
     options = {"causal": causal, "valid_lens": lens}
-    kernel = forward_backward(triton_kernel, q, k, v, grad_out, **options)
+    kernel = forward_backward(triton_kernel, *on(triton_device, q, k, v, grad_out), **options)
     exact = forward_backward(naive, *(t.double() for t in (q, k, v, grad_out)), **options)
-    pytorch = forward_backward(low_precision_naive, q, k, v, grad_out, **options)
+    pytorch = forward_backward(
+        low_precision_naive, *on(triton_device, q, k, v, grad_out), **options
+    )
     for name, index in (("out", 0), ("dq", 2), ("dk", 3), ("dv", 4)):
         assert kernel[index].dtype == dtype and not kernel[index].isnan().any(), name
         kernel_error = (kernel[index].double() - exact[index]).abs().max().item()
@@ -331,14 +337,14 @@ def test_triton_kernel_error_rule(interpreter, dtype, q_len, k_len, head_dim, ca
     assert_finite_lse_close(kernel[1], exact[1], atol=1e-5 if dtype == torch.float32 else 2e-2)
 
 
-def test_triton_matches_reference_with_strided_inputs_and_block_sizes(interpreter):
+def test_triton_matches_reference_with_strided_inputs_and_block_sizes(triton_device):
     # (batch, seq_len, num_heads, head_dim) memory seen as (batch, num_heads, seq_len, head_dim)
     q, k, v, grad_out = make_inputs(2, 3, 19, 19, 64, torch.float32)
     q, k, v = (t.transpose(1, 2).contiguous().transpose(1, 2) for t in (q, k, v))
     assert not q.is_contiguous()
     got = forward_backward(
         lambda *a, **o: flash_attention(*a, **o, backend="triton", return_lse=True),
-        q, k, v, grad_out, causal=True, block_m=32, block_n=16,
+        *on(triton_device, q, k, v, grad_out), causal=True, block_m=32, block_n=16,
     )  # fmt: skip
     expected = forward_backward(reference, q, k, v, grad_out, causal=True)
     for a, b in zip(got, expected, strict=True):
@@ -349,61 +355,146 @@ def test_triton_matches_reference_with_strided_inputs_and_block_sizes(interprete
     "q_len,k_len,causal,valid_lens",
     [(64, 64, True, None), (70, 33, True, None), (33, 70, True, None), (48, 80, False, [80, 31])],
 )
-def test_triton_unmasked_and_masked_block_ranges(interpreter, q_len, k_len, causal, valid_lens):
+def test_triton_unmasked_and_masked_block_ranges(triton_device, q_len, k_len, causal, valid_lens):
     """Lengths around block edges, so that every unmasked/masked split of the loops is used."""
     q, k, v, grad_out = make_inputs(2, 1, q_len, k_len, 16, torch.float32, seed=3)
     lens = None if valid_lens is None else torch.tensor(valid_lens)
-    got = forward_backward(triton_kernel, q, k, v, grad_out, causal=causal, valid_lens=lens)
+    got = forward_backward(
+        triton_kernel, *on(triton_device, q, k, v, grad_out), causal=causal, valid_lens=lens
+    )
     expected = forward_backward(reference, q, k, v, grad_out, causal=causal, valid_lens=lens)
     for name, a, b in zip(("out", "lse", "dq", "dk", "dv"), got, expected, strict=True):
         torch.testing.assert_close(a, b.to(a.dtype), atol=2e-5, rtol=1e-5, msg=name)
 
 
-def test_interpreter_mode_never_autotunes_or_queries_the_driver(interpreter):
-    """The fixture replaced triton.autotune and the driver with objects that fail when used."""
-    q, k, v, grad_out = make_inputs(1, 1, 17, 17, 16, torch.float32)
-    out = forward_backward(triton_kernel, q, k, v, grad_out)[0]
-    kernels = flash._load_triton_kernels(True)
-    assert kernels.tuned is None
-    assert type(kernels.fwd).__name__ == "InterpretedFunction"
-    assert flash._triton_block_sizes(True, torch.float16) == (16, 16)
-    assert not out.isnan().any()
+def assert_valid_lens_is_saved_for_backward(function, device):
+    """Changing valid_lens in place between the passes is caught, as for q, k and v."""
+    q, k, v, _ = make_inputs(1, 1, 16, 16, 16, torch.float32)
+    q, k, v = (t.to(device).requires_grad_() for t in (q, k, v))
+    valid_lens = torch.tensor([9], device=device)
+    out, _ = function.apply(q, k, v, False, valid_lens, None, 16, 16)
+    valid_lens += 1
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        out.sum().backward()
+
+
+def test_tiled_attention_saves_valid_lens_for_backward():
+    assert_valid_lens_is_saved_for_backward(TiledAttention, "cpu")
+
+
+def test_triton_attention_saves_valid_lens_for_backward(triton_device):
+    assert_valid_lens_is_saved_for_backward(flash.TritonAttention, triton_device)
+
+
+def run_python(script, **env_changes):
+    """Run `script` in a fresh Python without TRITON_INTERPRET (plus `env_changes`)."""
+    env = {key: value for key, value in os.environ.items() if key != "TRITON_INTERPRET"}
+    env |= env_changes
+    return subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(script)], env=env, capture_output=True,
+        text=True, timeout=300,
+    )  # fmt: skip
 
 
 @needs_triton
-def test_interpreter_works_when_triton_was_imported_first_in_compiled_mode():
-    """PyTorch imports Triton on many paths; the kernels must still run under the interpreter."""
-    script = textwrap.dedent(
+def test_interpreter_mode_never_autotunes_or_queries_the_driver():
+    """From a fresh import: autotune and the driver fail when used, and the kernels still run."""
+    result = run_python(
+        """
+        import triton
+        from triton.runtime import driver
+
+        class NoDriver:
+            def __getattr__(self, name):
+                raise AssertionError(f"a GPU driver query ran under the interpreter: {name}")
+
+        def no_autotune(*args, **kwargs):
+            raise AssertionError("triton.autotune ran under the interpreter")
+
+        triton.autotune, driver._active, driver._default = no_autotune, NoDriver(), NoDriver()
+        import torch
+        from attention_book.flash import flash_attention, kernels, launch
+        q, k, v = (torch.randn(1, 1, 17, 16, requires_grad=True) for _ in range(3))
+        out = flash_attention(q, k, v, backend="triton")
+        out.sum().backward()
+        assert launch.KERNEL_MODE == "interpreted" and launch.AUTOTUNED is None
+        assert type(kernels.attn_fwd).__name__ == "InterpretedFunction"
+        assert launch.default_block_sizes(torch.float16) == (16, 16)
+        print(bool(out.isfinite().all() and q.grad.isfinite().all()))
+        """,
+        TRITON_INTERPRET="1",
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stdout.split() == ["True"]
+
+
+@needs_triton
+def test_cpu_tensors_in_compiled_mode_say_to_set_triton_interpret():
+    """Without the variable, Triton compiles; CPU tensors get an error that says what to do.
+
+    Setting the variable afterwards changes nothing (Triton reads it once), and the error says
+    that too. Importing the package and using the reference backend never import Triton.
+    """
+    result = run_python(
+        """
+        import os, sys, torch
+        from attention_book.flash import flash_attention
+        q = torch.randn(1, 2, 10, 16)
+        flash_attention(q, q, q, backend="reference")
+        print("triton" in sys.modules)
+        for interpret in ("0", "1"):
+            os.environ["TRITON_INTERPRET"] = interpret
+            try:
+                flash_attention(q, q, q, backend="triton")
+            except RuntimeError as error:
+                print(repr(str(error)))
+        """
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    imported, *errors = result.stdout.splitlines()
+    assert imported == "False"
+    assert len(errors) == 2
+    for error in errors:
+        assert re.search(r"needs CUDA tensors.*TRITON_INTERPRET=1", error), error
+        assert "before Python starts" in error
+    assert "set now, but Triton was imported in compiled mode before" in errors[1]
+
+
+@needs_triton
+def test_interpreter_requested_after_triton_was_imported_is_a_clear_error():
+    """PyTorch imports Triton on many paths; setting the variable after that cannot work.
+
+    Triton's own functions (``tl.max``) are then compiled-mode functions, which the interpreter
+    cannot call; the launch stops with an error that says to set the variable earlier, instead
+    of failing deep inside Triton.
+    """
+    result = run_python(
         """
         import os, torch, triton
         from triton.runtime.jit import JITFunction
         import triton.language as tl
         assert isinstance(tl.max, JITFunction)  # imported in compiled mode
         os.environ["TRITON_INTERPRET"] = "1"
-        from attention_book.flash import flash_attention, naive_attention
-        q, k, v = (torch.randn(1, 2, 20, 16, requires_grad=True) for _ in range(3))
-        out = flash_attention(q, k, v, causal=True, backend="triton")
-        out.sum().backward()
-        expected = naive_attention(q.double(), k.double(), v.double(), causal=True)
-        print((out.double() - expected).abs().max().item(), bool(q.grad.isfinite().all()))
+        from attention_book.flash import flash_attention
+        q = torch.randn(1, 2, 20, 16)
+        try:
+            flash_attention(q, q, q, causal=True, backend="triton")
+        except RuntimeError as error:
+            print(repr(str(error)))
         """
     )
-    env = {key: value for key, value in os.environ.items() if key != "TRITON_INTERPRET"}
-    result = subprocess.run(
-        [sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=300
-    )
     assert result.returncode == 0, result.stderr[-3000:]
-    error, finite = result.stdout.split()
-    assert float(error) < 1e-5 and finite == "True"
+    assert "TRITON_INTERPRET changed after Triton was imported" in result.stdout
+    assert "before Python starts" in result.stdout
 
 
 # ---------------------------------------------------------------------------------------------
-# The chapter's figure helpers (attention_book.figures.flash)
+# The chapter's measurements and figures (attention_book.experiments.flash, figures.flash)
 # ---------------------------------------------------------------------------------------------
 
 
 def test_intensity_model_limits():
-    from attention_book.figures.flash import flash_attention_intensity
+    from attention_book.experiments.flash import flash_attention_intensity
 
     for head_dim in (64, 128):
         long = flash_attention_intensity(2**20, head_dim)
@@ -416,9 +507,9 @@ def test_intensity_model_limits():
 def test_gpu_results_note_without_a_file_and_figure_with_one(tmp_path):
     import json
 
-    from attention_book.figures.flash import _gpu_results_markdown
+    from attention_book.figures.flash import flash_gpu_results
 
-    missing = _gpu_results_markdown(tmp_path / "absent.json")
+    missing = flash_gpu_results(tmp_path / "absent")
     assert "No GPU run yet" in missing and "benchmarks/flash_gpu.py" in missing
     # A synthetic file (test data, not a measurement) exercises the drawing code.
     row = {"dtype": "bfloat16", "head_dim": 128, "causal": False, "batch": 4, "num_heads": 16}
@@ -432,7 +523,7 @@ def test_gpu_results_note_without_a_file_and_figure_with_one(tmp_path):
     path.write_text(
         json.dumps({"environment": environment | {"date_utc": "x"}, "results": results})
     )
-    markdown = _gpu_results_markdown(path)
+    markdown = flash_gpu_results(tmp_path)
     assert "Test GPU" in markdown and "data:image/svg+xml;base64," in markdown
     assert markdown.count("| triton |") == 2 and "sdpa-cudnn" not in markdown
 
@@ -444,26 +535,27 @@ def test_kernels_compile_for_hopper_without_a_gpu():
     Runs in a fresh process without TRITON_INTERPRET, so that Triton is in compiled mode;
     Triton's bundled ptxas does the last step, no GPU or driver is involved.
     """
-    script = textwrap.dedent(
+    result = run_python(
         """
         import inspect
         import triton
         from triton.backends.compiler import GPUTarget
         from triton.compiler import ASTSource
-        from attention_book import flash
+        from attention_book.flash import kernels
 
-        kernels = flash._load_triton_kernels(False)
-        flash._bind(kernels, False)
         tensors = {"ValidLens": "*i32", "LSE": "*fp32", "Delta": "*fp32"}
+        scalars = {"qk_scale": "fp32", "sm_scale": "fp32"}
         blocks = {"fwd": (128, 64), "dkdv": (32, 128), "dq": (128, 32)}
+        functions = {"fwd": kernels.attn_fwd, "dkdv": kernels.attn_bwd_dkdv,
+                     "dq": kernels.attn_bwd_dq}
         for name, (block_m, block_n) in blocks.items():
-            fn = getattr(kernels, name)
+            fn = functions[name]
             names = list(inspect.signature(fn.fn).parameters)
             consts = dict(head_dim=48, HEAD_DIM=64, BLOCK_M=block_m, BLOCK_N=block_n, CAUSAL=True,
                           HAS_VALID_LENS=True, UPCAST=False, INPUT_PRECISION=None)
             signature = {
                 n: "constexpr" if n in consts else tensors.get(n, "*bf16") if n[0].isupper()
-                and not n.startswith("stride") else "fp32" if n == "sm_scale" else "i32"
+                and not n.startswith("stride") else scalars.get(n, "i32")
                 for n in names
             }
             constexprs = {(names.index(k),): v for k, v in consts.items()}
@@ -472,12 +564,8 @@ def test_kernels_compile_for_hopper_without_a_gpu():
                 target=GPUTarget("cuda", 90, 32), options={"num_warps": 4, "num_stages": 3},
             )
             print(name, "wgmma" in compiled.asm["ptx"], len(compiled.asm["cubin"]) > 0)
-        """
-    )
-    env = {key: value for key, value in os.environ.items() if key != "TRITON_INTERPRET"}
-    env["TRITON_DEFAULT_FP_FUSION"] = "1"
-    result = subprocess.run(
-        [sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=300
+        """,
+        TRITON_DEFAULT_FP_FUSION="1",
     )
     assert result.returncode == 0, result.stderr[-3000:]
     assert result.stdout.split() == [
