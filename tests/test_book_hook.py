@@ -6,7 +6,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from attention_book.figures import find_figure
+from attention_book.figures import figure_functions, find_figure
 
 ROOT = Path(__file__).resolve().parents[1]
 spec = importlib.util.spec_from_file_location("book_hook", ROOT / "docs" / "hooks" / "book.py")
@@ -94,3 +94,15 @@ def referenced(pattern) -> set[str]:
 )
 def test_every_figure_a_page_shows_has_a_function(name):
     assert callable(find_figure(name))
+
+
+def test_every_listed_figure_is_shown_by_a_page():
+    shown = referenced(book.FIGURE_LINK) | referenced(book.BUILD_FRAGMENT)
+    assert sorted(set(figure_functions()) - shown) == []
+
+
+def test_render_passes_the_results_directory(tmp_path):
+    # The package does not know where the repository keeps benchmark results; the hook does.
+    book.render(["flash_memory_rss"], tmp_path)
+    table = (tmp_path / "flash_memory_rss.md").read_text(encoding="utf-8")
+    assert "Run of `benchmarks/flash_memory.py`" in table

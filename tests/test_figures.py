@@ -1,13 +1,49 @@
+import importlib
+import inspect
+import json
+
 import pytest
 from matplotlib.figure import Figure
 
+from attention_book.figures import CHAPTERS, draw, figure_functions, find_figure, save_svg
 from attention_book.figures import __main__ as render_cli
-from attention_book.figures import find_figure, save_svg
 
 
 def test_unknown_figure_names_the_module_to_edit():
     with pytest.raises(ValueError, match="no figure function named 'nope'"):
         find_figure("nope")
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "_bucket_label",  # a drawing helper of figures.bahdanau
+        "bahdanau_experiment",  # an experiment (returns a dict), imported by figures.bahdanau
+        "bahdanau_trained_models",
+        "flash_attention_intensity",  # a measurement, imported by figures.flash
+        "show_heatmaps",  # a plotting helper
+    ],
+)
+def test_only_listed_figures_can_be_named(name):
+    with pytest.raises(ValueError, match=rf"no figure function named '{name}'.*FIGURES"):
+        find_figure(name)
+
+
+def test_figures_are_listed_once_and_defined_where_they_are_listed():
+    listed = []
+    for chapter in CHAPTERS:
+        module = importlib.import_module(f"attention_book.figures.{chapter}")
+        for function in module.FIGURES:
+            assert function.__module__ == module.__name__, function
+            assert function.__name__ in module.__all__, function
+            listed.append(function.__name__)
+    assert len(listed) == len(set(listed))
+    assert list(figure_functions()) == listed
+
+
+def test_figure_functions_take_nothing_or_the_results_directory():
+    for name, function in figure_functions().items():
+        assert list(inspect.signature(function).parameters) in ([], ["results_dir"]), name
 
 
 def test_save_svg_is_deterministic(tmp_path):
@@ -26,3 +62,27 @@ def test_render_cli_writes_svg(tmp_path):
 
 def test_home_figure_is_a_figure():
     assert isinstance(find_figure("home_attention_weights")(), Figure)
+
+
+def test_a_results_figure_needs_a_results_directory(tmp_path):
+    with pytest.raises(ValueError, match=r"flash_memory_rss.*results_dir"):
+        draw("flash_memory_rss")
+    with pytest.raises(ValueError, match="results_dir must be a directory"):
+        draw("flash_memory_rss", tmp_path / "absent")
+    assert "No `benchmarks/results/flash_memory.json` yet" in draw("flash_memory_rss", tmp_path)
+    assert "No GPU run yet" in draw("flash_gpu_results", tmp_path)
+
+
+def test_results_figures_read_the_directory_they_are_given(tmp_path):
+    # A small synthetic file (test data, not a measurement) in a directory of the test's own.
+    counts = {"counted_bytes": 2**20, "rss_bytes": 2 * 2**20}
+    report = {
+        "environment": {"date_utc": "2024-01-02T03:04:05", "machine": "test", "torch": "0"},
+        "results": [{"seq_len": 1024, "naive": counts, "tiled": counts, "outputs_agree": True}],
+    }
+    (tmp_path / "flash_memory.json").write_text(json.dumps(report))
+    out = tmp_path / "out"
+    argv = ["flash_memory_rss", "--out-dir", str(out), "--results-dir", str(tmp_path)]
+    assert render_cli.main(argv) == 0
+    table = (out / "flash_memory_rss.md").read_text()
+    assert "| 1,024 | 1.0 | 2.0 | 1.0 | 2.0 | yes |" in table and "2024-01-02" in table

@@ -1,7 +1,11 @@
 import io
 import json
 import math
+import os
+import shutil
+import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import sacrebleu
@@ -10,7 +14,6 @@ from matplotlib.figure import Figure
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
-from attention_book import training
 from attention_book.training import (
     History,
     accuracy,
@@ -22,11 +25,14 @@ from attention_book.training import (
     clear_cache,
     evaluate_accuracy,
     evaluate_loss,
+    experiment_key,
     fit,
     get_device,
+    imported_modules,
     set_seed,
     source_hash,
 )
+from attention_book.training import __main__ as training_cli
 
 
 @pytest.fixture(autouse=True)
@@ -275,10 +281,10 @@ def test_cache_key_is_a_hash_of_name_and_config(tmp_cache):
 
 def test_cli_clears_the_cache(tmp_cache, capsys):
     cached("demo", {}, lambda: 1)
-    assert training.main(["clear-cache"]) == 0
+    assert training_cli.main(["clear-cache"]) == 0
     assert "removed 1" in capsys.readouterr().out
     assert not list(tmp_cache.glob("*.pt"))
-    training.main(["cache-dir"])
+    training_cli.main(["cache-dir"])
     assert capsys.readouterr().out.strip() == str(tmp_cache)
 
 
@@ -345,3 +351,104 @@ def test_cached_rejects_unsafe_values_at_once_and_recovers_from_damaged_files(tm
     with pytest.warns(UserWarning, match="unreadable"):
         assert cached("demo", {}, lambda: 2) == 2
     assert cached("demo", {}, lambda: 3) == 2
+
+
+# --- experiment keys -------------------------------------------------------------------------
+
+
+def test_experiment_key_adds_source_corpus_and_libraries():
+    key = experiment_key({"lr": 0.1})
+    assert key["lr"] == 0.1
+    assert set(key) == {"lr", "source", "corpus_version", "libraries"}
+    assert key["libraries"]["torch"] == torch.__version__
+    assert key == experiment_key({"lr": 0.1})
+    with pytest.raises(ValueError, match="source"):
+        experiment_key({"source": "mine"})
+
+
+def _copy_package(tmp_path: Path) -> Path:
+    """A copy of the installed package under tmp_path, to be edited without touching ours."""
+    import attention_book
+
+    package = Path(attention_book.__file__).parent
+    shutil.copytree(package, tmp_path / "attention_book", ignore=shutil.ignore_patterns("*.pyc"))
+    return tmp_path / "attention_book"
+
+
+def _key_of_copy(root: Path, module: str | None = "attention_book.experiments.bahdanau") -> dict:
+    """`experiment_key` computed by a fresh interpreter that imports the copy at `root`."""
+    code = (
+        "import json, attention_book.training as t; "
+        f"assert t.__file__.startswith({str(root)!r}), t.__file__; "
+        f"print(json.dumps(t.experiment_key({{'seed': 0}}, {module!r})))"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    result = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=root,  # the copy comes first on sys.path
+        env={**env, "PYTHONDONTWRITEBYTECODE": "1"},
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return json.loads(result.stdout)
+
+
+def _edit_function(path: Path, name: str) -> None:
+    """Add a statement at the top of the body of function `name` in the file at `path`."""
+    import ast
+
+    lines = path.read_text(encoding="utf-8").splitlines(keepends=True)
+    (function,) = [
+        node
+        for node in ast.walk(ast.parse("".join(lines)))
+        if isinstance(node, ast.FunctionDef) and node.name == name
+    ]
+    first = function.body[0]
+    indent = " " * first.col_offset
+    lines.insert(first.end_lineno, f"{indent}_edited = True  # a change of behaviour, say\n")
+    path.write_text("".join(lines), encoding="utf-8")
+
+
+def test_experiment_key_changes_when_code_an_experiment_runs_changes(tmp_path):
+    package = _copy_package(tmp_path)
+    before = _key_of_copy(tmp_path)
+    # Drawing code is left out: re-styling a figure keeps the trained models.
+    (package / "plotting.py").write_text(
+        (package / "plotting.py").read_text(encoding="utf-8") + "\n# a new colour\n"
+    )
+    for figure_module in (package / "figures").glob("*.py"):
+        figure_module.write_text(figure_module.read_text(encoding="utf-8") + "\n# restyled\n")
+    assert _key_of_copy(tmp_path) == before
+    # masked_softmax is not in the experiment's own module, yet an edit to it trains again.
+    _edit_function(package / "masking.py", "masked_softmax")
+    after = _key_of_copy(tmp_path)
+    assert after["source"] != before["source"]
+    assert {k: v for k, v in after.items() if k != "source"} == {
+        k: v for k, v in before.items() if k != "source"
+    }
+
+
+def test_experiment_key_ignores_code_the_experiment_does_not_run(tmp_path):
+    package = _copy_package(tmp_path)
+    before, everything_before = _key_of_copy(tmp_path), _key_of_copy(tmp_path, None)
+    _edit_function(package / "vit.py", "_pair")  # the Bahdanau experiment never imports vit
+    assert _key_of_copy(tmp_path) == before
+    assert _key_of_copy(tmp_path, None)["source"] != everything_before["source"]
+
+
+def test_imported_modules_follows_imports_transitively_and_lazily():
+    modules = imported_modules("attention_book.experiments.bahdanau")
+    # seq2seq imports attention, which imports masking and validation.
+    assert {"attention_book.seq2seq", "attention_book.masking", "attention_book.validation"} <= set(
+        modules
+    )
+    # data.corpus imports the training cache inside a function: still followed.
+    assert "attention_book.training.cache" in imported_modules("attention_book.data.corpus")
+    assert not any(
+        m.startswith(("attention_book.figures", "attention_book.plotting")) for m in modules
+    )
+    assert "attention_book" not in modules  # the top-level __init__ only re-exports
+    assert "attention_book.vit" not in modules
+    with pytest.raises(ValueError, match="module must be a module of attention_book"):
+        imported_modules("attention_book.nope")

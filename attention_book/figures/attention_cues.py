@@ -9,6 +9,7 @@ from matplotlib.patches import FancyArrowPatch, FancyBboxPatch
 from attention_book.plotting import new_figure, show_heatmaps
 
 __all__ = [
+    "FIGURES",
     "cues_heatmap_example",
     "cues_pooling_weights",
     "cues_qkv_diagram",
@@ -165,3 +166,7 @@ def cues_heatmap_example() -> Figure:
 
 
 # --8<-- [end:cues_heatmap_example]
+
+
+#: The figures of this module, in the order of the chapter.
+FIGURES = (cues_qkv_diagram, cues_pooling_weights, cues_heatmap_example)

@@ -1,16 +1,14 @@
 """Figures and build-time numbers of the FlashAttention chapter.
 
-Memory is measured with `attention_book.flash.measure_tensor_memory`, which counts the bytes of
-every tensor PyTorch operators create and frees them as Python releases them. To keep the build
-fast, the large sizes run on PyTorch's ``meta`` device: the same code and the same operators,
-with shapes and allocations but no arithmetic. At the small sizes the functions also run on
-real CPU tensors, check that the two counts agree and that naive and tiled outputs are equal.
+Drawing only: the measurements they show (peak memory of naive and tiled attention, the
+roofline model's intensity, the GPUs' specifications) live in `attention_book.experiments.flash`.
+Two functions read the results that the scripts in ``benchmarks/`` commit as JSON; they take the
+directory of those results as their `results_dir` argument (see `attention_book.figures`).
 """
 
 from __future__ import annotations
 
 import base64
-import functools
 import io
 import json
 from pathlib import Path
@@ -19,12 +17,17 @@ import matplotlib.pyplot as plt
 import torch
 from matplotlib.figure import Figure
 
-from attention_book.flash import measure_tensor_memory, naive_attention, tiled_attention_forward
+from attention_book.experiments.flash import (
+    CHECKED_ON_CPU,
+    GPUS,
+    flash_attention_intensity,
+    flash_memory_measurements,
+)
+from attention_book.masking import causal_mask
 from attention_book.plotting import BOOK_STYLE, new_figure
 
 __all__ = [
-    "GPUS",
-    "flash_attention_intensity",
+    "FIGURES",
     "flash_causal_blocks",
     "flash_gpu_results",
     "flash_gpu_specs",
@@ -34,73 +37,10 @@ __all__ = [
     "flash_roofline",
 ]
 
-#: Public specifications of three data-center GPUs (SXM boards), from NVIDIA's data sheets and
-#: architecture whitepapers: dense (no sparsity) FP16/BF16 Tensor Core throughput in TFLOP/s,
-#: HBM bandwidth in TB/s, HBM capacity in GB, streaming multiprocessors, the largest shared
-#: memory (SRAM) one SM can give a kernel in KB, and the L2 cache in MB.
-GPUS = {
-    "A100 SXM 80GB": {
-        "tflops": 312, "hbm_tb_s": 2.039, "hbm_gb": 80, "sms": 108, "smem_kb": 164, "l2_mb": 40,
-    },
-    "H100 SXM": {
-        "tflops": 989, "hbm_tb_s": 3.35, "hbm_gb": 80, "sms": 132, "smem_kb": 228, "l2_mb": 50,
-    },
-    "H200 SXM": {
-        "tflops": 989, "hbm_tb_s": 4.8, "hbm_gb": 141, "sms": 132, "smem_kb": 228, "l2_mb": 50,
-    },
-}  # fmt: skip
-
-RESULTS = Path(__file__).resolve().parents[2] / "benchmarks" / "results"
-GPU_RESULTS = RESULTS / "flash_gpu.json"
-MEMORY_RESULTS = RESULTS / "flash_memory.json"
-MEMORY_SEQ_LENS = (1024, 2048, 4096, 8192, 16384)
-MEMORY_BLOCK = 512
-MEMORY_HEAD_DIM = 64
-CHECKED_ON_CPU = (1024, 2048)
-
-
-# --8<-- [start:memory_measurements]
-@functools.cache
-def _memory_measurements() -> dict:
-    """Peak tensor memory of naive and tiled forward passes, for each sequence length.
-
-    One sequence, one head, head_dim 64, float32; the tiled reference uses 512 x 512 blocks.
-    """
-    peaks = {"naive": [], "tiled": []}
-    max_difference = 0.0
-    for seq_len in MEMORY_SEQ_LENS:
-        devices = ("meta", "cpu") if seq_len in CHECKED_ON_CPU else ("meta",)
-        for device in devices:
-            generator = torch.Generator().manual_seed(seq_len)
-            q, k, v = (
-                torch.randn(1, 1, seq_len, MEMORY_HEAD_DIM, generator=generator).to(device)
-                for _ in range(3)
-            )
-            with torch.no_grad():
-                naive_out, naive_peak, _ = measure_tensor_memory(naive_attention, q, k, v)
-                (tiled_out, _), tiled_peak, _ = measure_tensor_memory(
-                    tiled_attention_forward, q, k, v, block_m=MEMORY_BLOCK, block_n=MEMORY_BLOCK
-                )
-            if device == "meta":
-                peaks["naive"].append(naive_peak)
-                peaks["tiled"].append(tiled_peak)
-                continue
-            # Real tensors: same allocation counts as on meta, and the same attention output.
-            if (naive_peak, tiled_peak) != (peaks["naive"][-1], peaks["tiled"][-1]):
-                raise AssertionError(f"meta and CPU memory counts differ at seq_len {seq_len}")
-            difference = (naive_out - tiled_out).abs().max().item()
-            if difference > 1e-5:
-                raise AssertionError(f"naive and tiled outputs differ by {difference}")
-            max_difference = max(max_difference, difference)
-    return {"seq_lens": list(MEMORY_SEQ_LENS), **peaks, "max_difference": max_difference}
-
-
-# --8<-- [end:memory_measurements]
-
 
 def flash_memory_growth() -> Figure:
     """Peak memory of naive attention vs the tiled reference as the sequence grows (log-log)."""
-    data = _memory_measurements()
+    data = flash_memory_measurements()
     mib = 2**20
     fig = new_figure((5.6, 3.6))
     with plt.rc_context(BOOK_STYLE):
@@ -127,7 +67,7 @@ def flash_memory_growth() -> Figure:
 
 def flash_memory_ratio() -> str:
     """Markdown sentence with the measured peak memories at the longest sequence."""
-    data = _memory_measurements()
+    data = flash_memory_measurements()
     naive, tiled = data["naive"][-1], data["tiled"][-1]
     n = data["seq_lens"][-1]
     checked = " and ".join(f"{x:,}" for x in CHECKED_ON_CPU)
@@ -140,14 +80,22 @@ def flash_memory_ratio() -> str:
     )
 
 
-def flash_memory_rss() -> str:
-    """Table from ``benchmarks/results/flash_memory.json``: counted bytes vs process RSS."""
-    if not MEMORY_RESULTS.exists():
+def flash_memory_rss(results_dir: Path) -> str:
+    """Table from ``flash_memory.json`` in `results_dir`: counted bytes vs process RSS.
+
+    Args:
+        results_dir: The directory ``benchmarks/flash_memory.py`` writes its results to.
+
+    Returns:
+        A Markdown table, or a note saying how to produce the file if it is missing.
+    """
+    path = Path(results_dir) / "flash_memory.json"
+    if not path.exists():
         return (
             "*(No `benchmarks/results/flash_memory.json` yet: "
             "run `python benchmarks/flash_memory.py`.)*"
         )
-    report = json.loads(MEMORY_RESULTS.read_text(encoding="utf-8"))
+    report = json.loads(path.read_text(encoding="utf-8"))
     mib = 2**20
     lines = [
         "| n | naive, counted (MiB) | naive, RSS growth (MiB) | tiled, counted (MiB) "
@@ -185,25 +133,6 @@ def flash_gpu_specs() -> str:
     return "\n".join(lines)
 
 
-# --8<-- [start:intensity]
-def flash_attention_intensity(seq_len: float, head_dim: int, block_m: int | None = None) -> dict:
-    """Forward-pass FLOP per byte of HBM traffic, 16-bit inputs, one (batch, head).
-
-    - naive: Q, K, V read once; S = QK^T written, read by softmax, P written, read by PV.
-    - flash: Q, K, V, O move once (``block_m`` None, perfect reuse), or K and V are read again
-      for every block of ``block_m`` queries (no reuse across blocks).
-    """
-    n, d = seq_len, head_dim
-    flops = 4 * n * n * d
-    naive_bytes = 2 * (4 * n * d + 4 * n * n)  # Q, K, V, O + S written, read, P written, read
-    reads_of_kv = 1 if block_m is None else n / block_m
-    flash_bytes = 2 * (2 * n * d + 2 * n * d * reads_of_kv)
-    return {"naive": flops / naive_bytes, "flash": flops / flash_bytes}
-
-
-# --8<-- [end:intensity]
-
-
 def flash_roofline() -> Figure:
     """Arithmetic intensity of naive and tiled attention against the GPUs' ridge points."""
     seq_lens = [2**p for p in range(7, 16)]
@@ -232,14 +161,12 @@ def flash_roofline() -> Figure:
 
 def flash_causal_blocks() -> Figure:
     """Which (query block, key block) tiles a causal pass computes, for q_len < and > k_len."""
-    from attention_book.flash import attention_mask
-
     block = 4
     fig = new_figure((7.0, 3.4))
     with plt.rc_context({**BOOK_STYLE, "axes.grid": False}):
         axes = fig.subplots(1, 2)
         for ax, (q_len, k_len) in zip(axes, ((12, 20), (20, 12)), strict=True):
-            mask = attention_mask(q_len, k_len, causal=True)[0, 0].float()
+            mask = causal_mask(q_len, k_len, alignment="bottom-right").float()
             # Shade whole tiles: 0 skipped, 1 partly masked, 2 fully computed.
             tiles = torch.zeros(q_len, k_len)
             for i in range(0, q_len, block):
@@ -334,6 +261,25 @@ def _gpu_results_markdown(path: Path) -> str:
     ])  # fmt: skip
 
 
-def flash_gpu_results() -> str:
-    """GPU throughput from ``benchmarks/results/flash_gpu.json``, or a note that none exists."""
-    return _gpu_results_markdown(GPU_RESULTS)
+def flash_gpu_results(results_dir: Path) -> str:
+    """GPU throughput from ``flash_gpu.json`` in `results_dir`, or a note that none exists.
+
+    Args:
+        results_dir: The directory ``benchmarks/flash_gpu.py`` writes its results to.
+
+    Returns:
+        Markdown: a sentence on the run, a figure, and a table of every measurement.
+    """
+    return _gpu_results_markdown(Path(results_dir) / "flash_gpu.json")
+
+
+#: The figures and build-time tables of this module, in the order of the chapter.
+FIGURES = (
+    flash_roofline,
+    flash_gpu_specs,
+    flash_causal_blocks,
+    flash_memory_growth,
+    flash_memory_ratio,
+    flash_memory_rss,
+    flash_gpu_results,
+)

@@ -7,6 +7,8 @@ from matplotlib.figure import Figure
 
 from attention_book.plotting import show_heatmaps
 
+__all__ = ["FIGURES", "home_attention_weights"]
+
 
 def home_attention_weights() -> Figure:
     """Softmax attention weights of eight queries over eight keys, sharper as the scale grows.
@@ -26,3 +28,7 @@ def home_attention_weights() -> Figure:
         ylabel="Queries",
         titles=[f"scale {s:g}" for s in scales],
     )
+
+
+#: The figures of this module.
+FIGURES = (home_attention_weights,)

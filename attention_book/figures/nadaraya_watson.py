@@ -1,27 +1,29 @@
-"""Figures and build-time tables of the chapter "Attention pooling: Nadaraya-Watson regression"."""
+"""Figures and build-time tables of the chapter "Attention pooling: Nadaraya-Watson regression".
+
+Drawing only: the data set, the trained model, the bandwidths chosen by leave-one-out and the
+test errors come from `attention_book.experiments.nadaraya_watson`.
+"""
 
 from __future__ import annotations
-
-from functools import cache
 
 import matplotlib.pyplot as plt
 import torch
 from matplotlib.figure import Figure
 
-from attention_book.nadaraya_watson import (
-    KERNELS,
-    NWKernelRegression,
-    RegressionData,
-    attention_pooling,
-    average_pooling,
-    leave_one_out,
-    leave_one_out_error,
-    make_regression_data,
-    train_nw_kernel_regression,
+from attention_book.experiments.nadaraya_watson import (
+    BANDWIDTHS,
+    KERNEL_NAMES,
+    nw_bandwidth_sweep_errors,
+    nw_data,
+    nw_loo_bandwidth,
+    nw_test_errors,
+    nw_trained_model,
 )
+from attention_book.nadaraya_watson import KERNELS, attention_pooling, average_pooling
 from attention_book.plotting import BOOK_STYLE, new_figure, plot_lines, show_heatmaps
 
 __all__ = [
+    "FIGURES",
     "nw_average_pooling",
     "nw_bandwidth_sweep",
     "nw_gaussian_heatmap",
@@ -33,41 +35,10 @@ __all__ = [
     "nw_training_curve",
 ]
 
-#: The bandwidths that the sweep tries and that leave-one-out chooses from.
-BANDWIDTHS = tuple(round(0.05 * i, 2) for i in range(1, 31))
-KERNEL_NAMES = ("gaussian", "boxcar", "epanechnikov")
-
-
-@cache
-def _data() -> RegressionData:
-    """The chapter's data set: 50 training pairs, 50 test inputs, seed 0."""
-    return make_regression_data()
-
-
-@cache
-def _trained() -> tuple[NWKernelRegression, tuple[float, ...]]:
-    """The parametric model trained with the package's defaults, and its loss history."""
-    data = _data()
-    model, losses = train_nw_kernel_regression(data.x_train, data.y_train)
-    return model, tuple(losses)
-
-
-@cache
-def _loo_bandwidth(kernel: str) -> float:
-    """The bandwidth of BANDWIDTHS with the smallest leave-one-out error on the training set."""
-    data = _data()
-    errors = [leave_one_out_error(data.x_train, data.y_train, kernel, h) for h in BANDWIDTHS]
-    return BANDWIDTHS[min(range(len(errors)), key=errors.__getitem__)]
-
-
-def _test_error(predictions: torch.Tensor) -> float:
-    """Mean squared error against the noise-free targets on the test grid."""
-    return torch.mean((predictions.detach() - _data().y_test) ** 2).item()
-
 
 def _fit_axes(ax, title: str) -> None:
     """Draw the training points and the true function on `ax`."""
-    data = _data()
+    data = nw_data()
     ax.plot(data.x_train, data.y_train, "o", color="#999999", markersize=3.5, label="training")
     ax.plot(data.x_test, data.y_test, "-", color="black", linewidth=1.2, label="truth")
     ax.set_xlabel("x")
@@ -77,7 +48,7 @@ def _fit_axes(ax, title: str) -> None:
 
 def nw_average_pooling() -> Figure:
     """The data and the average-pooling baseline, which predicts one number everywhere."""
-    data = _data()
+    data = nw_data()
     predictions, _ = average_pooling(data.x_test, data.x_train, data.y_train)
     fig = new_figure((5.2, 3.2))
     with plt.rc_context(BOOK_STYLE):
@@ -91,7 +62,7 @@ def nw_average_pooling() -> Figure:
 
 def nw_gaussian_pooling() -> Figure:
     """Gaussian-kernel attention pooling with bandwidth 1: the prediction follows the data."""
-    data = _data()
+    data = nw_data()
     predictions, _ = attention_pooling(data.x_test, data.x_train, data.y_train, "gaussian", 1.0)
     fig = new_figure((5.2, 3.2))
     with plt.rc_context(BOOK_STYLE):
@@ -105,7 +76,7 @@ def nw_gaussian_pooling() -> Figure:
 
 def nw_gaussian_heatmap() -> Figure:
     """Attention weights of the Gaussian kernel with bandwidth 1 (test inputs x training inputs)."""
-    data = _data()
+    data = nw_data()
     _, weights = attention_pooling(data.x_test, data.x_train, data.y_train, "gaussian", 1.0)
     return show_heatmaps(
         weights,
@@ -117,7 +88,7 @@ def nw_gaussian_heatmap() -> Figure:
 
 def nw_kernel_comparison() -> Figure:
     """The three kernels' shapes, and their fits with bandwidths chosen by leave-one-out."""
-    data = _data()
+    data = nw_data()
     colors = {"gaussian": "#1f77b4", "boxcar": "#2ca02c", "epanechnikov": "#ff7f0e"}
     fig = new_figure((9.0, 3.3))
     with plt.rc_context(BOOK_STYLE):
@@ -132,7 +103,7 @@ def nw_kernel_comparison() -> Figure:
         left.legend(loc="upper left", fontsize=8)
         _fit_axes(right, "Fits, bandwidth chosen by leave-one-out")
         for name in KERNEL_NAMES:
-            h = _loo_bandwidth(name)
+            h = nw_loo_bandwidth(name)
             predictions, _ = attention_pooling(
                 data.x_test, data.x_train, data.y_train, name, bandwidth=h
             )
@@ -144,14 +115,7 @@ def nw_kernel_comparison() -> Figure:
 
 def nw_bandwidth_sweep() -> Figure:
     """Test error of each kernel as the bandwidth grows: too narrow is noisy, too wide is flat."""
-    data = _data()
-    curves = []
-    for name in KERNEL_NAMES:
-        errors = []
-        for h in BANDWIDTHS:
-            predictions, _ = attention_pooling(data.x_test, data.x_train, data.y_train, name, h)
-            errors.append(_test_error(predictions))
-        curves.append(errors)
+    curves = list(nw_bandwidth_sweep_errors().values())
     return plot_lines(
         BANDWIDTHS,
         curves,
@@ -166,7 +130,7 @@ def nw_bandwidth_sweep() -> Figure:
 
 def nw_training_curve() -> Figure:
     """Leave-one-out training loss of the parametric model, epoch by epoch."""
-    _, losses = _trained()
+    _, losses = nw_trained_model()
     epochs = list(range(1, len(losses) + 1))
     return plot_lines(
         epochs,
@@ -180,8 +144,8 @@ def nw_training_curve() -> Figure:
 
 def nw_parametric_fit() -> Figure:
     """Predictions of the trained parametric model next to the Gaussian kernel with h = 1."""
-    data = _data()
-    model, _ = _trained()
+    data = nw_data()
+    model, _ = nw_trained_model()
     with torch.no_grad():
         learned = model(data.x_test, data.x_train, data.y_train)
     fixed, _ = attention_pooling(data.x_test, data.x_train, data.y_train, "gaussian", 1.0)
@@ -198,8 +162,8 @@ def nw_parametric_fit() -> Figure:
 
 def nw_heatmaps_compared() -> Figure:
     """Attention weights before (w = 1) and after training (learned w): sharper after."""
-    data = _data()
-    model, _ = _trained()
+    data = nw_data()
+    model, _ = nw_trained_model()
     with torch.no_grad():
         model(data.x_test, data.x_train, data.y_train)
     _, initial = attention_pooling(data.x_test, data.x_train, data.y_train, "gaussian", 1.0)
@@ -216,30 +180,24 @@ def nw_heatmaps_compared() -> Figure:
 
 def nw_test_error_table() -> str:
     """Markdown table: the test error of every estimator of the chapter, on the same data."""
-    data = _data()
-    keys, values = leave_one_out(data.x_train), leave_one_out(data.y_train)
-    rows = []  # (estimator, bandwidth, leave-one-out error, test error)
-    loo_predictions, _ = average_pooling(data.x_train, keys, values)
-    predictions, _ = average_pooling(data.x_test, data.x_train, data.y_train)
-    loo = torch.mean((loo_predictions - data.y_train) ** 2).item()
-    rows.append(("Average pooling", "—", loo, _test_error(predictions)))
-    settings = [("gaussian", 1.0, "h = 1")]
-    settings += [(name, _loo_bandwidth(name), "h by leave-one-out") for name in KERNEL_NAMES]
-    for name, h, how in settings:
-        predictions, _ = attention_pooling(data.x_test, data.x_train, data.y_train, name, h)
-        loo = leave_one_out_error(data.x_train, data.y_train, name, h)
-        rows.append(
-            (f"{name.capitalize()} kernel, {how}", f"{h:.2f}", loo, _test_error(predictions))
-        )
-    model, _ = _trained()
-    with torch.no_grad():
-        loo = torch.mean((model(data.x_train, keys, values) - data.y_train) ** 2).item()
-        predictions = model(data.x_test, data.x_train, data.y_train)
-    bandwidth = f"{1 / model.w.item():.2f} (1/w)"
-    rows.append(("Parametric Gaussian, learned w", bandwidth, loo, _test_error(predictions)))
+    rows = nw_test_errors()  # (estimator, bandwidth, leave-one-out error, test error)
     lines = [
         "| Estimator | Bandwidth | Leave-one-out MSE (training data) | Test MSE |",
         "| --- | --- | --- | --- |",
     ]
     lines += [f"| {name} | {h} | {loo:.3f} | {test:.3f} |" for name, h, loo, test in rows]
     return "\n".join(lines)
+
+
+#: The figures and build-time tables of this module, in the order of the chapter.
+FIGURES = (
+    nw_average_pooling,
+    nw_gaussian_pooling,
+    nw_gaussian_heatmap,
+    nw_kernel_comparison,
+    nw_bandwidth_sweep,
+    nw_training_curve,
+    nw_parametric_fit,
+    nw_heatmaps_compared,
+    nw_test_error_table,
+)

@@ -1,4 +1,7 @@
-"""Figures and build-time tables of the chapter "Attention scoring functions"."""
+"""Figures and build-time tables of the chapter "Attention scoring functions".
+
+Drawing only: the scaling measurement they show lives in `attention_book.experiments.scoring`.
+"""
 
 from __future__ import annotations
 
@@ -10,10 +13,12 @@ import torch
 from matplotlib.figure import Figure
 
 from attention_book.attention import AdditiveAttention, DotProductAttention
+from attention_book.experiments.scoring import DIMS, NUM_KEYS, scoring_scaling_measurements
 from attention_book.masking import masked_softmax
 from attention_book.plotting import BOOK_STYLE, new_figure, show_heatmaps
 
 __all__ = [
+    "FIGURES",
     "scoring_both_heatmaps",
     "scoring_gradient_vs_d",
     "scoring_masked_softmax",
@@ -21,11 +26,6 @@ __all__ = [
     "scoring_scaling_table",
     "scoring_variance_vs_d",
 ]
-
-#: Query/key sizes of the scaling experiment, and its sample sizes.
-DIMS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
-NUM_KEYS = 32
-NUM_TRIALS = 1000
 
 
 def scoring_masked_softmax() -> Figure:
@@ -89,40 +89,9 @@ def scoring_both_heatmaps() -> Figure:
     )
 
 
-@cache
-def _scaling_measurements() -> dict[str, list[float]]:
-    """Measure, for each d, what scaling does to dot-product scores and to the softmax.
-
-    For every d, NUM_TRIALS queries each meet NUM_KEYS keys; all components are independent
-    standard normal. For the unscaled scores q.k and the scaled scores q.k / sqrt(d) it
-    records: the variance of the scores, the mean of each row's largest softmax weight, and the
-    median norm of the gradient that reaches the scores when a random upstream gradient flows
-    back through the softmax (the gradient a query and its keys would receive in training).
-    """
-    generator = torch.Generator().manual_seed(0)
-    results: dict[str, list[float]] = {
-        f"{what}_{how}": []
-        for what in ("variance", "largest_weight", "gradient")
-        for how in ("unscaled", "scaled")
-    }
-    for d in DIMS:
-        queries = torch.randn(NUM_TRIALS, 1, d, generator=generator)  # (trials, 1, d)
-        keys = torch.randn(NUM_TRIALS, NUM_KEYS, d, generator=generator)  # (trials, keys, d)
-        dot = (queries @ keys.transpose(1, 2)).squeeze(1)  # (trials, num_keys)
-        upstream = torch.randn(NUM_TRIALS, NUM_KEYS, generator=generator)
-        for how, scale in (("unscaled", 1.0), ("scaled", 1 / math.sqrt(d))):
-            scores = (dot * scale).requires_grad_()
-            weights = torch.softmax(scores, dim=-1)  # (trials, num_keys)
-            (weights * upstream).sum().backward()
-            results[f"variance_{how}"].append(scores.detach().var().item())
-            results[f"largest_weight_{how}"].append(weights.max(dim=-1).values.mean().item())
-            results[f"gradient_{how}"].append(scores.grad.norm(dim=-1).median().item())
-    return results
-
-
 def scoring_variance_vs_d() -> Figure:
     """Measured variance of q.k and of q.k / sqrt(d) against d (unit-variance components)."""
-    results = _scaling_measurements()
+    results = scoring_scaling_measurements()
     fig = new_figure((5.0, 3.3))
     with plt.rc_context(BOOK_STYLE):
         ax = fig.add_subplot()
@@ -141,7 +110,7 @@ def scoring_variance_vs_d() -> Figure:
 
 def scoring_gradient_vs_d() -> Figure:
     """Largest softmax weight and gradient norm against d, with and without 1/sqrt(d)."""
-    results = _scaling_measurements()
+    results = scoring_scaling_measurements()
     fig = new_figure((9.0, 3.3))
     with plt.rc_context(BOOK_STYLE):
         left, right = fig.subplots(1, 2)
@@ -166,7 +135,7 @@ def scoring_gradient_vs_d() -> Figure:
 
 def scoring_scaling_table() -> str:
     """Markdown table of the scaling measurements at a few sizes d."""
-    results = _scaling_measurements()
+    results = scoring_scaling_measurements()
     lines = [
         "| d | variance of q·k | variance of q·k/√d | largest weight, unscaled | "
         "largest weight, scaled | gradient norm, unscaled | gradient norm, scaled |",
@@ -198,3 +167,14 @@ def scoring_saturation_heatmaps() -> Figure:
         titles=["q·k (d = 256)", "q·k / √d"],
         figsize=(2.6, 2.6),
     )
+
+
+#: The figures and build-time tables of this module, in the order of the chapter.
+FIGURES = (
+    scoring_masked_softmax,
+    scoring_both_heatmaps,
+    scoring_variance_vs_d,
+    scoring_gradient_vs_d,
+    scoring_scaling_table,
+    scoring_saturation_heatmaps,
+)

@@ -5,10 +5,12 @@ What it does, in build order:
 1. ``on_files``: finds every figure a page references (``figures/NAME.svg``) and every
    build fragment (``{{ build:NAME }}``), renders the missing ones with
    ``python -m attention_book.figures`` into ``.cache/figures/`` (keyed by a hash of the
-   package source, so an unchanged figure is never drawn twice), and adds them to the site
-   without writing into ``docs/``. It also adds MathJax, copied from the
-   ``django-static-mathjax`` package that ``requirements.txt`` installs (no CDN), and one
-   Jupyter notebook per chapter for readers to download.
+   package source and the committed benchmark results, so an unchanged figure is never drawn
+   twice), and adds them to the site without writing into ``docs/``. The hook, not the
+   package, knows where the results are: it passes ``benchmarks/results`` as
+   ``--results-dir``. It also adds MathJax, copied from the ``django-static-mathjax`` package
+   that ``requirements.txt`` installs (no CDN), and one Jupyter notebook per chapter for
+   readers to download.
 2. ``on_page_markdown``: replaces ``{{ build:NAME }}`` with the rendered Markdown and puts a
    download link under each chapter's title.
 3. ``on_post_page``: strips the CDN script tags that nbconvert adds to notebook pages; the
@@ -25,11 +27,10 @@ import re
 import subprocess
 import sys
 import time
+from importlib.metadata import version
 from pathlib import Path
 
-import matplotlib
 import nbformat
-import torch
 from mkdocs.exceptions import PluginError
 from mkdocs.structure.files import File, Files
 
@@ -41,6 +42,9 @@ CACHE = ROOT / ".cache"
 FIGURE_LINK = re.compile(r"(?<=\]\()(?:\.\./)*figures/([A-Za-z_][A-Za-z0-9_]*)\.svg(?=[)\s])")
 BUILD_FRAGMENT = re.compile(r"\{\{ build:([A-Za-z_][A-Za-z0-9_]*) \}\}")
 CHAPTERS = "chapters/"
+# Libraries whose version can change a figure: those that draw, and those that compute what
+# the figures show (an experiment's own cache key covers them too).
+FIGURE_LIBRARIES = ("matplotlib", "torch", "numpy", "babel", "num2words", "sacrebleu")
 
 _fragments: dict[str, str] = {}
 
@@ -49,12 +53,18 @@ _fragments: dict[str, str] = {}
 # Figures and build fragments
 
 
+def results_dir() -> Path:
+    """Where the scripts of ``benchmarks/`` commit their results, which some figures show."""
+    return ROOT / "benchmarks" / "results"
+
+
 def package_hash() -> str:
     """Hash of what figures are drawn from: the package source, the committed benchmark
-    results some figures read, and the versions of the libraries that draw them."""
+    results some figures read, and the versions of the libraries that compute and draw them."""
     digest = hashlib.sha256()
-    digest.update(f"matplotlib {matplotlib.__version__} torch {torch.__version__}".encode())
-    results = sorted((ROOT / "benchmarks" / "results").glob("*.json"))
+    versions = {name: version(name) for name in FIGURE_LIBRARIES}
+    digest.update(" ".join(f"{name} {v}" for name, v in versions.items()).encode())
+    results = sorted(results_dir().glob("*.json"))
     for path in [*sorted(PACKAGE.rglob("*.py")), *results]:
         digest.update(str(path.relative_to(ROOT)).encode())
         digest.update(path.read_bytes())
@@ -77,6 +87,7 @@ def render(names: list[str], out_dir: Path) -> None:
         return
     start = time.perf_counter()
     command = [sys.executable, "-m", "attention_book.figures", *names, "--out-dir", str(out_dir)]
+    command += ["--results-dir", str(results_dir())]
     env = {**os.environ, "MPLBACKEND": "Agg"}
     result = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True)
     for line in result.stdout.splitlines():

@@ -1,64 +1,42 @@
-"""Training and evaluation: a small training loop, a result cache, and trusted metrics.
+"""The training loop: one readable `fit` for every model of the book, and its helpers.
 
-`fit` is one readable loop that serves every model of the book. What differs between a
-translator, a classifier and a regressor is only how a batch turns into a loss, so the
-caller passes that as a function ``loss_fn(model, batch)``. The loop moves batches to the
-device, steps the optimizer, clips gradients, shows a progress bar when a person is
-watching, and returns a `History` of losses and metrics.
-
-`cached` keeps trained results (state dicts, histories, numbers) in a cache directory outside
-git, keyed by a hash of their configuration, so the site build and the chapters' snippets
-reuse a trained model instead of training it again. ``python -m attention_book.training
-clear-cache`` empties it.
-
-BLEU comes from sacrebleu, the reference implementation, never from a hand-written copy.
+What differs between a translator, a classifier and a regressor is only how a batch turns
+into a loss, so the caller passes that as a function ``loss_fn(model, batch)``. `fit` moves
+batches to the device, steps the optimizer, clips gradients, shows a progress bar when a
+person is watching, and returns a `History` of losses and metrics. `evaluate_loss` and
+`evaluate_accuracy` measure a model the same way without training it.
 """
 
 from __future__ import annotations
 
-import argparse
-import hashlib
-import inspect
-import json
-import os
 import random
 import sys
-import tempfile
 import time
-import warnings
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
-import matplotlib.pyplot as plt
 import numpy as np
 import torch
-from matplotlib.figure import Figure
-from matplotlib.ticker import MaxNLocator
 from torch import nn
 from torch.nn import functional as F
 
-from attention_book.plotting import BOOK_STYLE, new_figure
+from attention_book.training.metrics import accuracy
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 __all__ = [
     "History",
-    "accuracy",
-    "bleu",
-    "cache_dir",
-    "cache_path",
-    "cached",
+    "LossFn",
     "classification_loss",
-    "clear_cache",
     "evaluate_accuracy",
     "evaluate_loss",
     "fit",
     "get_device",
     "set_seed",
-    "source_hash",
 ]
 
-T = TypeVar("T")
 LossFn = Callable[[nn.Module, Sequence[torch.Tensor]], "torch.Tensor | tuple[torch.Tensor, float]"]
 
 # ---------------------------------------------------------------------------------------------
@@ -91,7 +69,6 @@ def get_device() -> torch.device:
 # ---------------------------------------------------------------------------------------------
 
 
-# --8<-- [start:History]
 @dataclass
 class History:
     """What happened during training, one entry per epoch.
@@ -126,6 +103,11 @@ class History:
         Returns:
             The matplotlib figure.
         """
+        import matplotlib.pyplot as plt  # only when asked: importing training draws nothing
+        from matplotlib.ticker import MaxNLocator
+
+        from attention_book.plotting import BOOK_STYLE, new_figure
+
         epochs = list(range(1, self.num_epochs + 1))
         losses = {"train_loss": self.train_loss}
         losses |= {k: v for k, v in self.metrics.items() if k.endswith("loss")}
@@ -151,9 +133,6 @@ class History:
         return fig
 
 
-# --8<-- [end:History]
-
-
 def _to_device(batch: Any, device: torch.device) -> Any:
     if isinstance(batch, torch.Tensor):
         return batch.to(device)
@@ -173,6 +152,15 @@ def _batch_size(batch: Any) -> int:
     return 1
 
 
+def _weighted_loss(model: nn.Module, batch: Any, loss_fn: LossFn) -> tuple[torch.Tensor, float]:
+    """``loss_fn(model, batch)`` and the batch's weight in the mean (its size by default)."""
+    result = loss_fn(model, batch)
+    loss, weight = result if isinstance(result, tuple) else (result, None)
+    if loss.dim() != 0:
+        raise ValueError(f"loss_fn must return a scalar loss, got shape {tuple(loss.shape)}")
+    return loss, float(_batch_size(batch) if weight is None else weight)
+
+
 def _show_progress(progress: bool | None) -> bool:
     # Auto: a bar only when a person is watching, in a terminal or a Jupyter notebook;
     # never in the site build, the tests or CI, where it would only clutter the logs.
@@ -181,7 +169,6 @@ def _show_progress(progress: bool | None) -> bool:
     return sys.stderr.isatty() or "ipykernel" in sys.modules
 
 
-# --8<-- [start:fit]
 def fit(
     model: nn.Module,
     train_loader: Iterable,
@@ -242,14 +229,7 @@ def fit(
             model.train()
             loss_sum, weight_sum = 0.0, 0.0
             for batch in train_loader:
-                batch = _to_device(batch, device)
-                result = loss_fn(model, batch)
-                loss, weight = result if isinstance(result, tuple) else (result, None)
-                if loss.dim() != 0:
-                    raise ValueError(
-                        f"loss_fn must return a scalar loss, got shape {tuple(loss.shape)}"
-                    )
-                weight = float(_batch_size(batch) if weight is None else weight)
+                loss, weight = _weighted_loss(model, _to_device(batch, device), loss_fn)
                 optimizer.zero_grad(set_to_none=True)
                 loss.backward()
                 if grad_clip is not None:
@@ -271,9 +251,6 @@ def fit(
             bar.set_description(f"epoch {epoch + 1}/{num_epochs}")
     model.eval()
     return history
-
-
-# --8<-- [end:fit]
 
 
 def classification_loss(model: nn.Module, batch: Sequence[torch.Tensor]) -> torch.Tensor:
@@ -314,10 +291,7 @@ def evaluate_loss(
     model.eval()
     loss_sum, weight_sum = 0.0, 0.0
     for batch in loader:
-        batch = _to_device(batch, device)
-        result = loss_fn(model, batch)
-        loss, weight = result if isinstance(result, tuple) else (result, None)
-        weight = float(_batch_size(batch) if weight is None else weight)
+        loss, weight = _weighted_loss(model, _to_device(batch, device), loss_fn)
         loss_sum += loss.item() * weight
         weight_sum += weight
     model.train(was_training)
@@ -353,250 +327,3 @@ def evaluate_accuracy(
 def _model_device(model: nn.Module) -> torch.device:
     parameter = next(model.parameters(), None)
     return parameter.device if parameter is not None else torch.device("cpu")
-
-
-# ---------------------------------------------------------------------------------------------
-# Metrics
-# ---------------------------------------------------------------------------------------------
-
-
-# --8<-- [start:metrics]
-def accuracy(logits: torch.Tensor, labels: torch.Tensor) -> float:
-    """Fraction of rows whose highest logit is at the label's index.
-
-    Args:
-        logits: Class scores.
-        labels: Class indices.
-
-    Returns:
-        The accuracy, in [0, 1].
-
-    Shapes:
-        - logits: (batch, num_classes)
-        - labels: (batch,)
-
-    Raises:
-        ValueError: If the shapes do not match.
-    """
-    if logits.dim() != 2 or labels.shape != logits.shape[:1]:
-        raise ValueError(
-            "logits must have shape (batch, num_classes) and labels (batch,), got logits "
-            f"{tuple(logits.shape)} and labels {tuple(labels.shape)}"
-        )
-    return (logits.argmax(dim=1) == labels).float().mean().item()
-
-
-def bleu(
-    hypotheses: Sequence[str] | Sequence[Sequence[str]],
-    references: Sequence[str] | Sequence[Sequence[str]],
-    tokenize: str | None = None,
-) -> float:
-    """Corpus-level BLEU (0 to 100) computed by sacrebleu.
-
-    Token lists are joined with spaces and scored with sacrebleu's ``tokenize="none"``, so
-    BLEU counts exactly the tokens the model produced (the book's `tokenize` already split
-    punctuation). Strings are scored with sacrebleu's default "13a" tokenizer, the usual
-    choice for detokenized text. Remove `<bos>`, `<eos>` and `<pad>` before calling.
-
-    Args:
-        hypotheses: One translation per sentence: strings or token lists.
-        references: One reference translation per sentence, same kind as `hypotheses`.
-        tokenize: Override sacrebleu's tokenizer ("none", "13a", "intl", ...).
-
-    Returns:
-        The corpus BLEU score, from 0 (no shared n-gram) to 100 (identical).
-
-    Raises:
-        ValueError: If the lists are empty or have different lengths.
-    """
-    import sacrebleu
-
-    if len(hypotheses) != len(references):
-        raise ValueError(
-            f"hypotheses and references must have the same length, got {len(hypotheses)} "
-            f"and {len(references)}"
-        )
-    if not hypotheses:
-        raise ValueError("hypotheses and references must not be empty")
-    as_tokens = not isinstance(hypotheses[0], str)
-    if as_tokens:
-        hypotheses = [" ".join(tokens) for tokens in hypotheses]
-        references = [" ".join(tokens) for tokens in references]
-    if tokenize is None:
-        tokenize = "none" if as_tokens else "13a"
-    # force=True for token lists: they are tokenized on purpose, so sacrebleu's warning
-    # about tokenized input does not apply.
-    score = sacrebleu.corpus_bleu(
-        list(hypotheses), [list(references)], tokenize=tokenize, force=as_tokens
-    )
-    return score.score
-
-
-# --8<-- [end:metrics]
-
-
-# ---------------------------------------------------------------------------------------------
-# The result cache
-# ---------------------------------------------------------------------------------------------
-
-
-def cache_dir() -> Path:
-    """The directory of cached results (created if missing), outside the git work tree.
-
-    ``$ATTENTION_BOOK_CACHE`` if set, else ``$XDG_CACHE_HOME/attention-book``, else
-    ``~/.cache/attention-book``.
-
-    Returns:
-        The directory.
-    """
-    explicit = os.environ.get("ATTENTION_BOOK_CACHE")
-    if explicit:
-        path = Path(explicit)
-    else:
-        base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
-        path = Path(base) / "attention-book"
-    path.mkdir(parents=True, exist_ok=True)
-    return path
-
-
-def _config_json(name: str, config: dict[str, Any]) -> str:
-    try:
-        return json.dumps({"name": name, "config": config}, sort_keys=True)
-    except TypeError as error:
-        raise ValueError(
-            f"config of {name!r} must hold only JSON values (numbers, strings, lists, dicts): "
-            f"{error}"
-        ) from None
-
-
-def cache_path(name: str, config: dict[str, Any]) -> Path:
-    """Where `cached` stores the result of `name` under `config`.
-
-    Args:
-        name: A short name (letters, digits, "-", "_").
-        config: Everything the result depends on, as JSON values.
-
-    Returns:
-        ``cache_dir() / f"{name}-{hash}.pt"``, the hash being SHA-256 of the name and config.
-
-    Raises:
-        ValueError: If `name` has other characters or `config` is not JSON-serializable.
-    """
-    if not name or not all(c.isalnum() or c in "-_" for c in name):
-        raise ValueError(f"name must be letters, digits, '-' or '_', got {name!r}")
-    digest = hashlib.sha256(_config_json(name, config).encode()).hexdigest()[:16]
-    return cache_dir() / f"{name}-{digest}.pt"
-
-
-# --8<-- [start:cached]
-def cached(name: str, config: dict[str, Any], compute: Callable[[], T], refresh: bool = False) -> T:
-    """Return the cached result of `compute` for this name and configuration, or compute it.
-
-    The result is saved with `torch.save` in `cache_dir()` under a hash of `name` and
-    `config`, and loaded with ``torch.load(weights_only=True)``: store tensors, state dicts,
-    numbers, strings, lists, dicts and `History` objects. Put everything the result depends
-    on in `config` (hyperparameters, seed, data size, and `source_hash` of the code), so a
-    change gives a new entry instead of a stale one.
-
-    Args:
-        name: A short name of the experiment (letters, digits, "-", "_").
-        config: Everything the result depends on, as JSON values.
-        compute: Called without arguments when there is no cached result.
-        refresh: Compute and overwrite even if a result is cached.
-
-    Returns:
-        The cached or freshly computed result.
-
-    Raises:
-        ValueError: If `name` or `config` is not usable as a key (see `cache_path`).
-
-    Example:
-        >>> history = cached("demo", {"lr": 0.1}, lambda: {"loss": [1.0, 0.5]})  # doctest: +SKIP
-    """
-    path = cache_path(name, config)
-    key = _config_json(name, config)
-    if path.exists() and not refresh:
-        try:
-            entry = torch.load(path, weights_only=True)
-        except Exception as error:  # unreadable (another torch version, a damaged disk)
-            warnings.warn(
-                f"recomputing {path.name}: cached file unreadable ({error})", stacklevel=2
-            )
-        else:
-            if entry.get("key") == key:
-                return entry["value"]
-    value = compute()
-    # Write to a temporary file, then rename: a crash never leaves a half-written entry.
-    with tempfile.NamedTemporaryFile(dir=path.parent, suffix=".tmp", delete=False) as file:
-        torch.save({"key": key, "value": value}, file)
-    try:  # fail now, not at the next run, if the value cannot be loaded safely
-        torch.load(file.name, weights_only=True)
-    except Exception as error:
-        os.unlink(file.name)
-        raise ValueError(
-            f"the result of {name!r} cannot be cached: torch.load(weights_only=True) refuses "
-            f"it ({error}). Cache tensors, state dicts, numbers, strings, lists, dicts and "
-            "History objects, or register your class with torch.serialization.add_safe_globals"
-        ) from None
-    os.replace(file.name, path)
-    return value
-
-
-# --8<-- [end:cached]
-
-torch.serialization.add_safe_globals([History])
-
-
-def clear_cache() -> int:
-    """Delete every cached result (the ``*.pt`` files of `cache_dir()`).
-
-    Returns:
-        The number of files deleted.
-    """
-    removed = 0
-    for path in cache_dir().glob("*.pt"):
-        path.unlink()
-        removed += 1
-    return removed
-
-
-def source_hash(*objects: Any) -> str:
-    """A short hash of the source code of modules, classes or functions.
-
-    Put it in a `cached` config so that editing the model's code retrains it.
-
-    Args:
-        *objects: Modules, classes or functions.
-
-    Returns:
-        16 hex digits.
-    """
-    digest = hashlib.sha256()
-    for obj in objects:
-        digest.update(inspect.getsource(obj).encode())
-    return digest.hexdigest()[:16]
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """Command line: ``python -m attention_book.training {clear-cache,cache-dir}``.
-
-    Args:
-        argv: Arguments (default: `sys.argv[1:]`).
-
-    Returns:
-        The exit status.
-    """
-    parser = argparse.ArgumentParser(
-        prog="python -m attention_book.training", description="Manage the results cache."
-    )
-    parser.add_argument("command", choices=["clear-cache", "cache-dir"])
-    args = parser.parse_args(argv)
-    if args.command == "cache-dir":
-        print(cache_dir())
-    else:
-        print(f"removed {clear_cache()} cached result(s) from {cache_dir()}")
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

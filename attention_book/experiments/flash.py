@@ -1,0 +1,126 @@
+"""The FlashAttention chapter's measurements: memory, arithmetic intensity, GPU specifications.
+
+Memory is measured with `attention_book.memory.measure_tensor_memory`, which counts the bytes of
+every tensor PyTorch operators create and frees them as Python releases them. To keep the build
+fast, the large sizes run on PyTorch's ``meta`` device: the same code and the same operators,
+with shapes and allocations but no arithmetic. At the small sizes the functions also run on
+real CPU tensors, check that the two counts agree and that naive and tiled outputs are equal.
+
+`flash_attention_intensity` is the roofline model of the chapter (FLOP per byte of HBM
+traffic), and `GPUS` the public specifications it is compared with. Measurements on a GPU are
+made by ``benchmarks/flash_gpu.py``, not here.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import torch
+
+from attention_book.flash import naive_attention, tiled_attention_forward
+from attention_book.memory import measure_tensor_memory
+
+__all__ = [
+    "CHECKED_ON_CPU",
+    "GPUS",
+    "MEMORY_BLOCK",
+    "MEMORY_HEAD_DIM",
+    "MEMORY_SEQ_LENS",
+    "flash_attention_intensity",
+    "flash_memory_measurements",
+]
+
+#: Public specifications of three data-center GPUs (SXM boards), from NVIDIA's data sheets and
+#: architecture whitepapers: dense (no sparsity) FP16/BF16 Tensor Core throughput in TFLOP/s,
+#: HBM bandwidth in TB/s, HBM capacity in GB, streaming multiprocessors, the largest shared
+#: memory (SRAM) one SM can give a kernel in KB, and the L2 cache in MB.
+GPUS = {
+    "A100 SXM 80GB": {
+        "tflops": 312, "hbm_tb_s": 2.039, "hbm_gb": 80, "sms": 108, "smem_kb": 164, "l2_mb": 40,
+    },
+    "H100 SXM": {
+        "tflops": 989, "hbm_tb_s": 3.35, "hbm_gb": 80, "sms": 132, "smem_kb": 228, "l2_mb": 50,
+    },
+    "H200 SXM": {
+        "tflops": 989, "hbm_tb_s": 4.8, "hbm_gb": 141, "sms": 132, "smem_kb": 228, "l2_mb": 50,
+    },
+}  # fmt: skip
+
+#: Sequence lengths of the memory measurement, its block size and head size.
+MEMORY_SEQ_LENS = (1024, 2048, 4096, 8192, 16384)
+MEMORY_BLOCK = 512
+MEMORY_HEAD_DIM = 64
+#: The lengths that also run on real CPU tensors, to check the ``meta`` counts.
+CHECKED_ON_CPU = (1024, 2048)
+
+
+# --8<-- [start:memory_measurements]
+@functools.cache
+def flash_memory_measurements() -> dict:
+    """Peak tensor memory of naive and tiled forward passes, for each sequence length.
+
+    One sequence, one head, head_dim 64, float32; the tiled reference uses 512 x 512 blocks.
+    The sizes run on the ``meta`` device; those in CHECKED_ON_CPU also run on real tensors.
+
+    Returns:
+        "seq_lens", the peak bytes "naive" and "tiled" at each length, and the largest
+        difference between the two outputs on real tensors ("max_difference").
+    """
+    peaks = {"naive": [], "tiled": []}
+    max_difference = 0.0
+    for seq_len in MEMORY_SEQ_LENS:
+        devices = ("meta", "cpu") if seq_len in CHECKED_ON_CPU else ("meta",)
+        for device in devices:
+            generator = torch.Generator().manual_seed(seq_len)
+            q, k, v = (
+                torch.randn(1, 1, seq_len, MEMORY_HEAD_DIM, generator=generator).to(device)
+                for _ in range(3)
+            )
+            with torch.no_grad():
+                naive_out, naive_peak, _ = measure_tensor_memory(naive_attention, q, k, v)
+                (tiled_out, _), tiled_peak, _ = measure_tensor_memory(
+                    tiled_attention_forward, q, k, v, block_m=MEMORY_BLOCK, block_n=MEMORY_BLOCK
+                )
+            if device == "meta":
+                peaks["naive"].append(naive_peak)
+                peaks["tiled"].append(tiled_peak)
+                continue
+            # Real tensors: same allocation counts as on meta, and the same attention output.
+            if (naive_peak, tiled_peak) != (peaks["naive"][-1], peaks["tiled"][-1]):
+                raise AssertionError(f"meta and CPU memory counts differ at seq_len {seq_len}")
+            difference = (naive_out - tiled_out).abs().max().item()
+            if difference > 1e-5:
+                raise AssertionError(f"naive and tiled outputs differ by {difference}")
+            max_difference = max(max_difference, difference)
+    return {"seq_lens": list(MEMORY_SEQ_LENS), **peaks, "max_difference": max_difference}
+
+
+# --8<-- [end:memory_measurements]
+
+
+# --8<-- [start:intensity]
+def flash_attention_intensity(seq_len: float, head_dim: int, block_m: int | None = None) -> dict:
+    """Forward-pass FLOP per byte of HBM traffic, 16-bit inputs, one (batch, head).
+
+    - naive: Q, K, V read once; S = QK^T written, read by softmax, P written, read by PV.
+    - flash: Q, K, V, O move once (``block_m`` None, perfect reuse), or K and V are read again
+      for every block of ``block_m`` queries (no reuse across blocks).
+
+    Args:
+        seq_len: Sequence length n (as many queries as keys).
+        head_dim: Size d of each query, key and value.
+        block_m: Queries per block when K and V are re-read for each block; None for the
+            ideal case where every byte moves once.
+
+    Returns:
+        ``{"naive": FLOP per byte, "flash": FLOP per byte}``.
+    """
+    n, d = seq_len, head_dim
+    flops = 4 * n * n * d
+    naive_bytes = 2 * (4 * n * d + 4 * n * n)  # Q, K, V, O + S written, read, P written, read
+    reads_of_kv = 1 if block_m is None else n / block_m
+    flash_bytes = 2 * (2 * n * d + 2 * n * d * reads_of_kv)
+    return {"naive": flops / naive_bytes, "flash": flops / flash_bytes}
+
+
+# --8<-- [end:intensity]

@@ -1,0 +1,107 @@
+import math
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from attention_book.experiments import nadaraya_watson as nw
+from attention_book.experiments.bahdanau import (
+    BAHDANAU_CONFIG,
+    LENGTH_BUCKETS,
+    bahdanau_bleu_by_bucket,
+    bahdanau_cache_key,
+    bahdanau_exact_match_by_bucket,
+    bahdanau_make_models,
+    token_bleu,
+)
+from attention_book.experiments.flash import GPUS, flash_attention_intensity
+from attention_book.experiments.scoring import DIMS, scoring_scaling_measurements
+from attention_book.seq2seq import num_parameters
+from attention_book.training import bleu, package_source_hash
+
+
+def test_training_and_experiments_load_no_plotting_library():
+    modules = ["training", *(f"experiments.{m}" for m in ("bahdanau", "flash", "scoring"))]
+    modules.append("experiments.nadaraya_watson")
+    imports = "; ".join(f"import attention_book.{m}" for m in modules)
+    code = f"import sys; {imports}; print('matplotlib' in sys.modules)"
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert result.stdout.strip() == "False", result.stderr[-2000:]
+
+
+# --- Bahdanau --------------------------------------------------------------------------------
+
+
+def test_bahdanau_cache_key_covers_config_data_source_and_libraries():
+    key = bahdanau_cache_key()
+    assert {k: key[k] for k in BAHDANAU_CONFIG} == BAHDANAU_CONFIG
+    assert len(key["data"]) == 16  # a digest of the sentence pairs
+    assert key["source"] == package_source_hash("attention_book.experiments.bahdanau")
+    assert key["libraries"]["torch"] == torch.__version__
+    assert "corpus_version" in key
+
+
+def test_bahdanau_models_have_nearly_the_same_number_of_parameters():
+    plain, attention = bahdanau_make_models(50, 60)
+    assert plain.encoder.rnn.hidden_size > attention.encoder.rnn.hidden_size
+    assert num_parameters(plain) == pytest.approx(num_parameters(attention), rel=0.05)
+
+
+def test_bleu_and_exact_matches_by_length_bucket():
+    # One sentence per bucket, all translated right; the last bucket gets a wrong one too.
+    references = [f"w{i} x y z" for i in range(len(LENGTH_BUCKETS))] + ["a b c d e"]
+    hypotheses = [*references[:-1], "v w"]
+    lengths = [low for low, _ in LENGTH_BUCKETS] + [LENGTH_BUCKETS[-1][1]]
+    scores, counts = bahdanau_bleu_by_bucket(hypotheses, references, lengths)
+    assert counts == [1] * (len(LENGTH_BUCKETS) - 1) + [2]
+    assert scores[:-1] == [pytest.approx(100.0)] * (len(LENGTH_BUCKETS) - 1)
+    assert 0 < scores[-1] < 100
+    shares = bahdanau_exact_match_by_bucket(hypotheses, references, lengths)
+    assert shares == [100.0] * (len(LENGTH_BUCKETS) - 1) + [50.0]
+
+
+def test_token_bleu_scores_the_tokens_as_they_are():
+    hypotheses, references = ["nous avons vendu dix billets ."], ["nous avons vendu six billets ."]
+    expected = bleu([h.split() for h in hypotheses], [r.split() for r in references])
+    assert token_bleu(hypotheses, references) == expected
+
+
+# --- Nadaraya-Watson -------------------------------------------------------------------------
+
+
+def test_nadaraya_watson_experiment():
+    rows = nw.nw_test_errors()
+    assert rows[0][0] == "Average pooling"
+    assert len(rows) == 2 + len(nw.KERNEL_NAMES) + 1
+    average, *kernels, learned = (test for *_, test in rows)
+    assert all(error < average for error in [*kernels, learned])  # attention beats the mean
+    assert all(nw.nw_loo_bandwidth(name) in nw.BANDWIDTHS for name in nw.KERNEL_NAMES)
+    sweep = nw.nw_bandwidth_sweep_errors()
+    assert list(sweep) == list(nw.KERNEL_NAMES)
+    assert all(len(errors) == len(nw.BANDWIDTHS) for errors in sweep.values())
+    _, losses = nw.nw_trained_model()
+    assert losses[-1] < losses[0]
+    assert nw.nw_data().x_train.shape == (50,)
+
+
+# --- Scoring functions -----------------------------------------------------------------------
+
+
+def test_scaling_keeps_the_variance_at_one():
+    results = scoring_scaling_measurements()
+    for i, d in enumerate(DIMS):
+        assert results["variance_scaled"][i] == pytest.approx(1.0, rel=0.15)
+        assert results["variance_unscaled"][i] == pytest.approx(d, rel=0.15)
+    assert results["largest_weight_unscaled"][-1] > 0.9 > results["largest_weight_scaled"][-1]
+
+
+# --- FlashAttention --------------------------------------------------------------------------
+
+
+def test_gpu_ridge_points_lie_between_the_two_intensities():
+    for gpu in GPUS.values():
+        ridge = gpu["tflops"] / gpu["hbm_tb_s"]
+        intensity = flash_attention_intensity(4096, 128)
+        assert intensity["naive"] < ridge < intensity["flash"]
+        assert math.isfinite(ridge)
