@@ -32,7 +32,19 @@ from matplotlib.figure import Figure
 __all__ = ["CHAPTERS", "draw", "figure_functions", "find_figure", "needs_results", "save_svg"]
 
 #: The modules of this package that hold figures, each with its ``FIGURES`` tuple.
-CHAPTERS = ("home", "attention_cues", "nadaraya_watson", "scoring", "bahdanau", "flash")
+CHAPTERS = (
+    "home",
+    "attention_cues",
+    "nadaraya_watson",
+    "scoring",
+    "bahdanau",
+    "multihead",
+    "self_attention",
+    "transformer",
+    "vit",
+    "flash",
+    "optimizations",
+)
 
 
 def figure_functions() -> dict[str, Callable[..., Figure | str]]:

@@ -1,0 +1,3 @@
+"""Figures of the multihead chapter."""
+
+FIGURES = ()

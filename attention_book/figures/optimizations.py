@@ -1,0 +1,3 @@
+"""Figures of the optimizations chapter."""
+
+FIGURES = ()

@@ -1,0 +1,3 @@
+"""Figures of the self_attention chapter."""
+
+FIGURES = ()

@@ -1,0 +1,3 @@
+"""Figures of the transformer chapter."""
+
+FIGURES = ()
