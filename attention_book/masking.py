@@ -25,7 +25,9 @@ When ``num_queries != num_keys``, two conventions are in use:
   the Transformer decoder when it decodes new positions after cached ones.
 
 `causal_mask` builds either one; `attention_mask` builds the bottom-right one block by block for
-the tiled FlashAttention code.
+the tiled FlashAttention code. `sliding_window_mask` is a causal mask (bottom-right) that also
+hides keys more than a window behind the query, and `block_sparse_mask` expands a block layout
+(local windows, global blocks) into a token-level mask.
 """
 
 from __future__ import annotations
@@ -35,7 +37,15 @@ from torch import Tensor
 
 from attention_book.validation import check_bool_mask, check_valid_lens
 
-__all__ = ["attention_mask", "causal_mask", "combine_masks", "masked_softmax", "valid_lens_to_mask"]
+__all__ = [
+    "attention_mask",
+    "block_sparse_mask",
+    "causal_mask",
+    "combine_masks",
+    "masked_softmax",
+    "sliding_window_mask",
+    "valid_lens_to_mask",
+]
 
 
 # --8<-- [start:valid_lens_to_mask]
@@ -290,3 +300,84 @@ def masked_softmax(
 
 
 # --8<-- [end:masked_softmax]
+
+
+# --8<-- [start:sliding_window_mask]
+def sliding_window_mask(
+    num_queries: int,
+    num_keys: int,
+    window: int,
+    device: torch.device | str | None = None,
+) -> Tensor:
+    """A causal sliding-window (local) mask, ``True`` = may attend.
+
+    Query ``i`` sits at position ``p = i + num_keys - num_queries`` of the keys (bottom-right
+    alignment, see the module docstring: with fewer queries than keys, the queries are the last
+    positions) and sees the ``window`` keys ``p - window < j <= p``: itself and the
+    ``window - 1`` before it. With ``window >= num_keys`` it is the bottom-right `causal_mask`.
+
+    Args:
+        num_queries: Number of queries (rows).
+        num_keys: Number of keys (columns).
+        window: Number of keys each query sees, itself included (at least 1).
+        device: Where to create the mask.
+
+    Returns:
+        The boolean mask.
+
+    Shapes:
+        - returns: ``(num_queries, num_keys)``
+
+    Raises:
+        ValueError: If ``window < 1`` or a size is negative.
+    """
+    if num_queries < 0 or num_keys < 0:
+        raise ValueError(
+            f"num_queries and num_keys must be non-negative, got {num_queries} and {num_keys}"
+        )
+    if window < 1:
+        raise ValueError(f"window must be at least 1 (the query's own key), got {window}")
+    positions = torch.arange(num_queries, device=device) + (num_keys - num_queries)
+    keys = torch.arange(num_keys, device=device)
+    offset = positions[:, None] - keys[None, :]  # (num_queries, num_keys): p - j
+    return (offset >= 0) & (offset < window)
+
+
+# --8<-- [end:sliding_window_mask]
+
+
+# --8<-- [start:block_sparse_mask]
+def block_sparse_mask(layout: Tensor, block_size: int) -> Tensor:
+    """Expand a block layout into a token-level mask, ``True`` = may attend.
+
+    Block-sparse attention decides visibility per block of ``block_size`` queries and
+    ``block_size`` keys: ``layout[I, J]`` says whether query block ``I`` sees key block ``J``.
+    Local windows (Swin's non-overlapping windows are a block-diagonal layout), a few global
+    blocks (Longformer, BigBird) and strided patterns are all layouts.
+
+    Args:
+        layout: Boolean layout, one entry per (query block, key block).
+        block_size: Tokens per block, the same for queries and keys.
+
+    Returns:
+        The token-level mask.
+
+    Shapes:
+        - layout: ``(num_query_blocks, num_key_blocks)``
+        - returns: ``(num_query_blocks * block_size, num_key_blocks * block_size)``
+
+    Raises:
+        ValueError: If ``layout`` is not a 2-D boolean tensor or ``block_size < 1``.
+    """
+    if not isinstance(layout, Tensor) or layout.dtype != torch.bool or layout.dim() != 2:
+        shape = tuple(layout.shape) if isinstance(layout, Tensor) else type(layout)
+        raise ValueError(
+            f"layout must be a bool tensor of shape (num_query_blocks, num_key_blocks), got {shape}"
+        )
+    if block_size < 1:
+        raise ValueError(f"block_size must be at least 1, got {block_size}")
+    # (num_query_blocks * block_size, num_key_blocks * block_size)
+    return layout.repeat_interleave(block_size, dim=0).repeat_interleave(block_size, dim=1)
+
+
+# --8<-- [end:block_sparse_mask]

@@ -4,6 +4,9 @@ Each head projects queries, keys and values to a smaller space of ``head_dim`` f
 attends there. The heads run in parallel as one batched computation: the projected features
 are split into ``num_heads`` chunks, attention runs on the 4-D tensor
 ``(batch, num_heads, n, head_dim)``, and the heads' outputs are concatenated and projected.
+
+`GroupedQueryAttention` lets groups of query heads share key and value heads (multi-query
+attention when all share one), which shrinks what a decoder must cache.
 """
 
 from __future__ import annotations
@@ -13,7 +16,7 @@ from torch import Tensor, nn
 from attention_book.attention import DotProductAttention
 from attention_book.validation import check_dims, check_keys_values
 
-__all__ = ["MultiHeadAttention", "merge_heads", "split_heads"]
+__all__ = ["GroupedQueryAttention", "MultiHeadAttention", "merge_heads", "split_heads"]
 
 
 # --8<-- [start:split_heads]
@@ -199,3 +202,191 @@ class MultiHeadAttention(nn.Module):
 
 
 # --8<-- [end:MultiHeadAttention]
+
+
+# --8<-- [start:GroupedQueryAttention]
+class GroupedQueryAttention(nn.Module):
+    """Grouped-query attention (Ainslie et al., 2023): fewer key/value heads than query heads.
+
+    The ``num_heads`` query heads are split into ``num_kv_heads`` groups of
+    ``num_heads // num_kv_heads`` consecutive heads, and each group shares one key head and one
+    value head. ``W_k`` and ``W_v`` project to ``num_kv_heads * head_dim`` features only, so a
+    decoder caches ``num_heads / num_kv_heads`` times fewer keys and values. With
+    ``num_kv_heads == num_heads`` this is `MultiHeadAttention` (same weights, same output);
+    with ``num_kv_heads == 1`` it is multi-query attention (Shazeer, 2019).
+
+    Called like `MultiHeadAttention`. `project` and `attend` are its two halves, for callers
+    that transform or cache the projected keys and values in between (rotary embeddings, a
+    key/value cache).
+
+    Args:
+        num_hiddens: Size of the projected queries and of the output.
+        num_heads: Number of query heads; must divide ``num_hiddens``.
+        num_kv_heads: Number of key/value heads; must divide ``num_heads``.
+        dropout: Dropout probability on the attention weights.
+        bias: Whether the four linear layers have a bias.
+        query_size: Size of the input queries (default ``num_hiddens``).
+        key_size: Size of the input keys (default ``num_hiddens``).
+        value_size: Size of the input values (default ``num_hiddens``).
+        need_weights: Default path: explicit with weights (``True``) or fused (``False``).
+
+    Shapes:
+        - queries: ``(batch, num_queries, query_size)``
+        - keys: ``(batch, num_keys, key_size)``
+        - values: ``(batch, num_keys, value_size)``
+        - valid_lens: ``(batch,)`` or ``(batch, num_queries)``, shared by all heads
+        - attn_mask: bool, broadcastable to ``(batch, num_heads, num_queries, num_keys)``;
+          a 3-D mask ``(batch, num_queries, num_keys)`` is shared by all heads
+        - output: ``(batch, num_queries, num_hiddens)``
+        - attention_weights: ``(batch, num_heads, num_queries, num_keys)``
+
+    Raises:
+        ValueError: If ``num_heads`` does not divide ``num_hiddens`` or ``num_kv_heads`` does
+            not divide ``num_heads``.
+    """
+
+    def __init__(
+        self,
+        num_hiddens: int,
+        num_heads: int,
+        num_kv_heads: int,
+        dropout: float = 0.0,
+        bias: bool = False,
+        *,
+        query_size: int | None = None,
+        key_size: int | None = None,
+        value_size: int | None = None,
+        need_weights: bool = True,
+    ):
+        super().__init__()
+        if num_heads <= 0 or num_hiddens % num_heads != 0:
+            raise ValueError(
+                f"num_hiddens={num_hiddens} must be divisible by num_heads={num_heads}"
+            )
+        if num_kv_heads <= 0 or num_heads % num_kv_heads != 0:
+            raise ValueError(
+                f"num_kv_heads={num_kv_heads} must divide num_heads={num_heads} "
+                "(each key/value head serves a group of query heads)"
+            )
+        self.num_heads, self.num_kv_heads = num_heads, num_kv_heads
+        self.head_dim = num_hiddens // num_heads
+        kv_hiddens = num_kv_heads * self.head_dim
+        self.W_q = nn.Linear(query_size or num_hiddens, num_hiddens, bias=bias)
+        self.W_k = nn.Linear(key_size or num_hiddens, kv_hiddens, bias=bias)
+        self.W_v = nn.Linear(value_size or num_hiddens, kv_hiddens, bias=bias)
+        self.W_o = nn.Linear(num_hiddens, num_hiddens, bias=bias)
+        self.attention = DotProductAttention(dropout, need_weights=need_weights)
+
+    @property
+    def attention_weights(self) -> Tensor | None:
+        """Last per-head attention weights, ``(batch, num_heads, num_queries, num_keys)``."""
+        return self.attention.attention_weights
+
+    def project(self, queries: Tensor, keys: Tensor, values: Tensor) -> tuple[Tensor, ...]:
+        """Check and project the inputs, and split them into heads.
+
+        Args:
+            queries: Query vectors.
+            keys: Key vectors.
+            values: Value vectors, one per key.
+
+        Returns:
+            The projected queries, keys and values, split into heads.
+
+        Shapes:
+            - returns: ``(batch, num_heads, num_queries, head_dim)``,
+              ``(batch, num_kv_heads, num_keys, head_dim)`` twice
+
+        Raises:
+            ValueError: If an input is not 3-D, has a feature size other than the layer's
+                input size, or keys and values differ in length.
+        """
+        for name, X, size_name, layer in (
+            ("queries", queries, "query_size", self.W_q),
+            ("keys", keys, "key_size", self.W_k),
+            ("values", values, "value_size", self.W_v),
+        ):
+            check_dims(name, X, (3,), f"(batch, n, {size_name})")
+            if X.shape[-1] != layer.in_features:
+                raise ValueError(
+                    f"{name} must have last dim {size_name}={layer.in_features}, "
+                    f"got shape {tuple(X.shape)}"
+                )
+        check_keys_values(keys, values)
+        queries = split_heads(self.W_q(queries), self.num_heads)  # (batch, h, n_q, head_dim)
+        keys = split_heads(self.W_k(keys), self.num_kv_heads)  # (batch, h_kv, n_k, head_dim)
+        values = split_heads(self.W_v(values), self.num_kv_heads)  # (batch, h_kv, n_k, head_dim)
+        return queries, keys, values
+
+    def attend(
+        self,
+        queries: Tensor,
+        keys: Tensor,
+        values: Tensor,
+        valid_lens: Tensor | None = None,
+        attn_mask: Tensor | None = None,
+        is_causal: bool = False,
+        need_weights: bool | None = None,
+    ) -> Tensor:
+        """Share each key/value head with its group of query heads, attend, merge, project.
+
+        Args:
+            queries: Projected queries, split into heads.
+            keys: Projected keys, ``num_kv_heads`` heads.
+            values: Projected values, ``num_kv_heads`` heads.
+            valid_lens: Optional number of valid keys per sequence or per query.
+            attn_mask: Optional boolean mask, ``True`` = may attend.
+            is_causal: Top-left causal mask, as in `MultiHeadAttention`.
+            need_weights: Overrides the constructor's choice of path for this call.
+
+        Returns:
+            The attention output.
+
+        Shapes:
+            - queries: ``(batch, num_heads, num_queries, head_dim)``
+            - keys, values: ``(batch, num_kv_heads, num_keys, head_dim)``
+            - returns: ``(batch, num_queries, num_hiddens)``
+        """
+        group = self.num_heads // self.num_kv_heads
+        if group > 1:  # query head i uses key/value head i // group: repeat each one `group` times
+            keys = keys.repeat_interleave(group, dim=1)  # (batch, num_heads, num_keys, head_dim)
+            values = values.repeat_interleave(group, dim=1)  # (batch, num_heads, num_keys, d)
+        if attn_mask is not None and attn_mask.dim() == 3:
+            attn_mask = attn_mask.unsqueeze(1)  # (batch, 1, num_queries, num_keys)
+        output = self.attention(
+            queries, keys, values, valid_lens, attn_mask, is_causal, need_weights
+        )  # (batch, num_heads, num_queries, head_dim)
+        return self.W_o(merge_heads(output))  # (batch, num_queries, num_hiddens)
+
+    def forward(
+        self,
+        queries: Tensor,
+        keys: Tensor,
+        values: Tensor,
+        valid_lens: Tensor | None = None,
+        attn_mask: Tensor | None = None,
+        is_causal: bool = False,
+        need_weights: bool | None = None,
+    ) -> Tensor:
+        """Project, attend with shared key/value heads, concatenate and project again.
+
+        Args:
+            queries: Query vectors.
+            keys: Key vectors.
+            values: Value vectors, one per key.
+            valid_lens: Optional number of valid keys per sequence or per query.
+            attn_mask: Optional boolean mask, ``True`` = may attend.
+            is_causal: If ``True``, query ``i`` may attend only keys ``j <= i`` (top-left).
+            need_weights: Overrides the constructor's choice of path for this call.
+
+        Returns:
+            The attention output.
+
+        Raises:
+            ValueError: As `project`, or for a malformed mask.
+        """
+        queries, keys, values = self.project(queries, keys, values)
+        return self.attend(queries, keys, values, valid_lens, attn_mask, is_causal, need_weights)
+
+
+# --8<-- [end:GroupedQueryAttention]

@@ -1,0 +1,410 @@
+"""A small decoder-only Transformer (GPT) with a key/value cache.
+
+A GPT is the Transformer's decoder without cross-attention: token embeddings, a stack of
+pre-norm blocks of causal self-attention and a feed-forward network, a final layer norm and a
+linear layer to next-token logits (Radford et al., 2018, 2019). The blocks here put the layer
+norm before each sublayer (pre-norm, as GPT-2 does), which trains stably without warm-up.
+
+Generation runs the model once per new token. Without a cache each step runs the whole prefix
+again; with `KVCache` each layer keeps the projected keys and values of the positions it has
+seen, so a step runs only the new token and attends to the cached keys. The options of the
+chapter on optimizations are keyword arguments: grouped-query attention (``num_kv_heads``),
+rotary, sinusoidal or learned positions (``positional``), a causal sliding window
+(``window``) and linear attention (``attention="linear"``).
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor, nn
+
+from attention_book.linear_attention import linear_attention
+from attention_book.masking import causal_mask, sliding_window_mask
+from attention_book.multihead import GroupedQueryAttention, merge_heads
+from attention_book.positional import LearnedPositionalEmbedding, PositionalEncoding
+from attention_book.rotary import apply_rotary
+from attention_book.validation import check_tokens
+
+__all__ = ["GPT", "CausalSelfAttention", "GPTBlock", "KVCache"]
+
+POSITIONALS = ("rope", "sinusoidal", "learned", "none")
+ATTENTIONS = ("softmax", "linear")
+
+
+# --8<-- [start:KVCache]
+class KVCache:
+    """The projected keys and values of every layer, preallocated for ``max_len`` positions.
+
+    A layer calls `update` with the keys and values of its new positions and gets back all
+    keys and values so far; the model calls `advance` once all layers have written. Keys are
+    stored after the rotary embedding, if any, so they are never rotated again.
+
+    Args:
+        num_blks: Number of layers.
+        batch_size: Number of sequences.
+        num_kv_heads: Key/value heads per layer.
+        max_len: Most positions the cache holds.
+        head_dim: Features per head.
+        dtype: dtype of the stored keys and values.
+        device: Where to store them.
+
+    Shapes:
+        - keys, values: ``(num_blks, batch, num_kv_heads, max_len, head_dim)``
+    """
+
+    def __init__(
+        self,
+        num_blks: int,
+        batch_size: int,
+        num_kv_heads: int,
+        max_len: int,
+        head_dim: int,
+        dtype: torch.dtype = torch.float32,
+        device: torch.device | str | None = None,
+    ):
+        shape = (num_blks, batch_size, num_kv_heads, max_len, head_dim)
+        self.keys = torch.zeros(shape, dtype=dtype, device=device)
+        self.values = torch.zeros(shape, dtype=dtype, device=device)
+        self.length = 0  # positions written by every layer
+
+    @property
+    def max_len(self) -> int:
+        """Most positions the cache holds."""
+        return self.keys.shape[3]
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of the stored keys and values at full length.
+
+        2 · layers · batch · kv_heads · max_len · head_dim · bytes per number.
+        """
+        return self.keys.nbytes + self.values.nbytes
+
+    def update(self, layer: int, keys: Tensor, values: Tensor) -> tuple[Tensor, Tensor]:
+        """Write the new positions' keys and values of one layer; return all so far.
+
+        Args:
+            layer: Index of the layer.
+            keys: Keys of the new positions.
+            values: Values of the new positions.
+
+        Returns:
+            The layer's keys and values of positions ``0 .. length + n - 1``.
+
+        Shapes:
+            - keys, values: ``(batch, num_kv_heads, n, head_dim)``
+            - returns: ``(batch, num_kv_heads, length + n, head_dim)`` twice
+
+        Raises:
+            ValueError: If the new positions do not fit in ``max_len``.
+        """
+        start, end = self.length, self.length + keys.shape[2]
+        if end > self.max_len:
+            raise ValueError(
+                f"the cache holds max_len={self.max_len} positions; {self.length} are written "
+                f"and keys of shape {tuple(keys.shape)} bring {keys.shape[2]} more"
+            )
+        self.keys[layer, :, :, start:end] = keys
+        self.values[layer, :, :, start:end] = values
+        return self.keys[layer, :, :, :end], self.values[layer, :, :, :end]
+
+    def advance(self, n: int) -> None:
+        """Count ``n`` more positions as written (after every layer has called `update`)."""
+        self.length += n
+
+
+# --8<-- [end:KVCache]
+
+
+# --8<-- [start:CausalSelfAttention]
+class CausalSelfAttention(nn.Module):
+    """Causal self-attention with grouped-query heads, rotary positions and a key/value cache.
+
+    Args:
+        num_hiddens: Width of the token representations.
+        num_heads: Number of query heads.
+        num_kv_heads: Number of key/value heads (``num_heads``: multi-head attention).
+        dropout: Dropout on the attention weights.
+        rotary: Whether to rotate queries and keys by their positions (RoPE).
+        window: If given, each position sees only itself and the ``window - 1`` before it.
+        attention: ``"softmax"``, or ``"linear"`` for causal linear attention (elu + 1).
+
+    Shapes:
+        - X: ``(batch, n, num_hiddens)``
+        - output: ``(batch, n, num_hiddens)``
+    """
+
+    def __init__(
+        self,
+        num_hiddens: int,
+        num_heads: int,
+        num_kv_heads: int,
+        dropout: float = 0.0,
+        *,
+        rotary: bool = True,
+        window: int | None = None,
+        attention: str = "softmax",
+    ):
+        super().__init__()
+        self.heads = GroupedQueryAttention(
+            num_hiddens, num_heads, num_kv_heads, dropout, need_weights=False
+        )
+        self.rotary, self.window, self.kind = rotary, window, attention
+
+    def forward(self, X: Tensor, cache: KVCache | None = None, layer: int = 0) -> Tensor:
+        """Attend from each new position to itself and the positions before it.
+
+        Args:
+            X: Representations of the new positions.
+            cache: Keys and values of earlier positions, updated in place; None: ``X`` is
+                the whole sequence.
+            layer: This layer's index in the cache.
+
+        Returns:
+            The attention output.
+        """
+        start = 0 if cache is None else cache.length
+        queries, keys, values = self.heads.project(X, X, X)  # (batch, heads, n, head_dim)
+        if self.rotary:
+            positions = torch.arange(start, start + X.shape[1], device=X.device)
+            queries, keys = apply_rotary(queries, positions), apply_rotary(keys, positions)
+        if cache is not None:
+            keys, values = cache.update(layer, keys, values)  # (batch, h_kv, start + n, d)
+        if self.kind == "linear":
+            group = self.heads.num_heads // self.heads.num_kv_heads
+            keys = keys.repeat_interleave(group, dim=1)  # (batch, num_heads, n, head_dim)
+            values = values.repeat_interleave(group, dim=1)
+            output = linear_attention(queries, keys, values, causal=True)
+            return self.heads.W_o(merge_heads(output))  # (batch, n, num_hiddens)
+        num_queries, num_keys = queries.shape[2], keys.shape[2]
+        if self.window is not None:
+            mask = sliding_window_mask(num_queries, num_keys, self.window, X.device)
+        elif num_queries == num_keys:  # square: let the fused kernel apply its causal mask
+            return self.heads.attend(queries, keys, values, is_causal=True)
+        else:  # the queries are the last positions: bottom-right alignment
+            mask = causal_mask(num_queries, num_keys, X.device, alignment="bottom-right")
+        return self.heads.attend(queries, keys, values, attn_mask=mask)
+
+
+# --8<-- [end:CausalSelfAttention]
+
+
+# --8<-- [start:GPTBlock]
+class GPTBlock(nn.Module):
+    """A pre-norm decoder block: ``X + attention(LN(X))``, then ``X + FFN(LN(X))``.
+
+    Args:
+        num_hiddens: Width of the token representations.
+        num_heads: Number of query heads.
+        num_kv_heads: Number of key/value heads.
+        ffn_num_hiddens: Hidden size of the feed-forward network.
+        dropout: Dropout on the attention weights and on each sublayer's output.
+        rotary: Whether attention uses rotary positions.
+        window: Optional sliding window of the attention.
+        attention: ``"softmax"`` or ``"linear"``.
+
+    Shapes:
+        - X: ``(batch, n, num_hiddens)``
+        - output: ``(batch, n, num_hiddens)``
+    """
+
+    def __init__(
+        self,
+        num_hiddens: int,
+        num_heads: int,
+        num_kv_heads: int,
+        ffn_num_hiddens: int,
+        dropout: float = 0.0,
+        *,
+        rotary: bool = True,
+        window: int | None = None,
+        attention: str = "softmax",
+    ):
+        super().__init__()
+        self.ln1 = nn.LayerNorm(num_hiddens)
+        self.attention = CausalSelfAttention(
+            num_hiddens, num_heads, num_kv_heads, dropout,
+            rotary=rotary, window=window, attention=attention,
+        )  # fmt: skip
+        self.ln2 = nn.LayerNorm(num_hiddens)
+        self.ffn = nn.Sequential(
+            nn.Linear(num_hiddens, ffn_num_hiddens),
+            nn.GELU(),
+            nn.Linear(ffn_num_hiddens, num_hiddens),
+        )
+        self.dropout = nn.Dropout(dropout)
+
+    def forward(self, X: Tensor, cache: KVCache | None = None, layer: int = 0) -> Tensor:
+        """Apply both sublayers with their residual connections.
+
+        Args:
+            X: Representations of the new positions.
+            cache: Optional key/value cache (see `CausalSelfAttention`).
+            layer: This block's index in the cache.
+
+        Returns:
+            The block's output.
+        """
+        X = X + self.dropout(self.attention(self.ln1(X), cache, layer))
+        return X + self.dropout(self.ffn(self.ln2(X)))
+
+
+# --8<-- [end:GPTBlock]
+
+
+# --8<-- [start:GPT]
+class GPT(nn.Module):
+    """A decoder-only Transformer language model with greedy generation and a key/value cache.
+
+    Args:
+        vocab_size: Number of tokens.
+        num_hiddens: Width of the token representations.
+        num_heads: Number of query heads per layer.
+        num_blks: Number of blocks (layers).
+        ffn_num_hiddens: Hidden size of the feed-forward networks (default ``4 * num_hiddens``).
+        num_kv_heads: Key/value heads per layer (default ``num_heads``; 1: multi-query).
+        dropout: Dropout probability.
+        max_len: Longest sequence (learned and sinusoidal positions; default cache size).
+        positional: ``"rope"`` (rotary, the default), ``"sinusoidal"``, ``"learned"`` or
+            ``"none"``.
+        window: If given, every layer attends within a causal sliding window of this size.
+        attention: ``"softmax"`` (the default) or ``"linear"`` (causal linear attention).
+
+    Shapes:
+        - tokens: ``(batch, n)``
+        - output: ``(batch, n, vocab_size)``
+
+    Raises:
+        ValueError: For an unknown ``positional`` or ``attention``, a ``window`` below 1, or
+            head counts that do not divide (see `GroupedQueryAttention`).
+    """
+
+    def __init__(
+        self,
+        vocab_size: int,
+        num_hiddens: int,
+        num_heads: int,
+        num_blks: int,
+        *,
+        ffn_num_hiddens: int | None = None,
+        num_kv_heads: int | None = None,
+        dropout: float = 0.0,
+        max_len: int = 1024,
+        positional: str = "rope",
+        window: int | None = None,
+        attention: str = "softmax",
+    ):
+        super().__init__()
+        if positional not in POSITIONALS:
+            raise ValueError(f"positional must be one of {POSITIONALS}, got {positional!r}")
+        if attention not in ATTENTIONS:
+            raise ValueError(f"attention must be one of {ATTENTIONS}, got {attention!r}")
+        if window is not None and window < 1:
+            raise ValueError(f"window must be at least 1 or None, got {window}")
+        self.num_kv_heads = num_kv_heads or num_heads
+        self.max_len, self.positional, self.kind = max_len, positional, attention
+        self.embedding = nn.Embedding(vocab_size, num_hiddens)
+        if positional == "sinusoidal":
+            self.position = PositionalEncoding(num_hiddens, dropout, max_len)
+        elif positional == "learned":
+            self.position = LearnedPositionalEmbedding(num_hiddens, dropout, max_len)
+        else:  # rotary positions act inside attention; "none" has no positions at all
+            self.position = None
+            self.dropout = nn.Dropout(dropout)
+        self.blks = nn.ModuleList(
+            GPTBlock(
+                num_hiddens,
+                num_heads,
+                self.num_kv_heads,
+                ffn_num_hiddens or 4 * num_hiddens,
+                dropout,
+                rotary=positional == "rope",
+                window=window,
+                attention=attention,
+            )
+            for _ in range(num_blks)
+        )
+        self.ln_f = nn.LayerNorm(num_hiddens)
+        self.head = nn.Linear(num_hiddens, vocab_size, bias=False)
+
+    def forward(self, tokens: Tensor, cache: KVCache | None = None) -> Tensor:
+        """Next-token logits at every position of ``tokens``.
+
+        Args:
+            tokens: Token indices; with a cache, the positions that follow the cached ones.
+            cache: Optional `KVCache`, read and extended in place.
+
+        Returns:
+            The logits.
+
+        Raises:
+            ValueError: If ``tokens`` is not a 2-D integer tensor, or positions exceed
+                ``max_len`` (learned or sinusoidal positions) or the cache.
+        """
+        check_tokens("tokens", tokens)
+        start = 0 if cache is None else cache.length
+        X = self.embedding(tokens)  # (batch, n, num_hiddens)
+        X = self.dropout(X) if self.position is None else self.position(X, offset=start)
+        for layer, blk in enumerate(self.blks):
+            X = blk(X, cache, layer)
+        if cache is not None:
+            cache.advance(tokens.shape[1])
+        return self.head(self.ln_f(X))  # (batch, n, vocab_size)
+
+    def new_cache(self, batch_size: int, max_len: int | None = None) -> KVCache:
+        """An empty `KVCache` for this model, on its device and in its dtype.
+
+        Args:
+            batch_size: Number of sequences.
+            max_len: Most positions (default: the model's ``max_len``).
+
+        Returns:
+            The cache.
+        """
+        attention = self.blks[0].attention.heads
+        weight = attention.W_k.weight
+        return KVCache(
+            len(self.blks), batch_size, self.num_kv_heads, max_len or self.max_len,
+            attention.head_dim, weight.dtype, weight.device,
+        )  # fmt: skip
+
+    @torch.no_grad()
+    def generate(self, tokens: Tensor, max_new_tokens: int, use_cache: bool = True) -> Tensor:
+        """Greedy decoding: append the most probable next token ``max_new_tokens`` times.
+
+        Args:
+            tokens: The prompts, all of the same length.
+            max_new_tokens: Number of tokens to append.
+            use_cache: Run each step on the new token with a `KVCache` (True), or run the
+                whole sequence again at every step (False). Both give the same tokens.
+
+        Returns:
+            The prompts followed by the generated tokens.
+
+        Shapes:
+            - tokens: ``(batch, length)``
+            - returns: ``(batch, length + max_new_tokens)``
+
+        Raises:
+            ValueError: If ``use_cache`` with linear attention, which has no key/value cache.
+        """
+        check_tokens("tokens", tokens)
+        if use_cache and self.kind == "linear":
+            raise ValueError("use_cache=True needs softmax attention; pass use_cache=False")
+        was_training = self.training
+        self.eval()
+        length = tokens.shape[1] + max_new_tokens
+        cache = self.new_cache(tokens.shape[0], length) if use_cache else None
+        step_input = tokens
+        for _ in range(max_new_tokens):
+            # With the cache, only the new positions (all of the prompt, then one token);
+            # without it, the whole sequence so far.
+            logits = self(step_input, cache) if use_cache else self(tokens)  # (batch, n, vocab)
+            next_token = logits[:, -1].argmax(dim=-1, keepdim=True)  # (batch, 1)
+            tokens = torch.cat([tokens, next_token], dim=1)
+            step_input = next_token
+        self.train(was_training)
+        return tokens
+
+
+# --8<-- [end:GPT]
