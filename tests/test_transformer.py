@@ -3,6 +3,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from attention_book.multihead import MultiHeadAttention, split_heads
 from attention_book.transformer import (
     AddNorm,
     DecoderState,
@@ -11,6 +12,8 @@ from attention_book.transformer import (
     TransformerDecoderBlock,
     TransformerEncoder,
     TransformerEncoderBlock,
+    attend_projected,
+    project_heads,
 )
 
 TOL = {"rtol": 0, "atol": 1e-10}
@@ -218,7 +221,7 @@ def test_decoder_block_matches_torch_decoder_layer(norm_first):
     X = torch.randn(3, 6, num_hiddens, dtype=torch.float64)
     enc_outputs = torch.randn(3, 4, num_hiddens, dtype=torch.float64)
     enc_valid_lens = torch.tensor([4, 1, 3])
-    state = DecoderState(enc_outputs, enc_valid_lens, [None])
+    state = DecoderState.empty(enc_outputs, enc_valid_lens, 1)
     out, state = ours(X, state)
     expected = theirs(
         X,
@@ -227,7 +230,13 @@ def test_decoder_block_matches_torch_decoder_layer(norm_first):
         memory_key_padding_mask=key_padding_mask(enc_valid_lens, 4),
     )
     torch.testing.assert_close(out, expected, **TOL)
-    assert state.key_values[0].shape == (3, 6, num_hiddens)
+    # The cache holds the projected keys and values, split into heads.
+    H = ours.addnorm1.sublayer_input(X)
+    assert state.keys[0].shape == state.values[0].shape == (3, num_heads, 6, 4)
+    torch.testing.assert_close(state.keys[0], split_heads(ours.self_attention.W_k(H), 4), **TOL)
+    torch.testing.assert_close(state.values[0], split_heads(ours.self_attention.W_v(H), 4), **TOL)
+    cross = ours.cross_attention
+    torch.testing.assert_close(state.cross_keys[0], split_heads(cross.W_k(enc_outputs), 4), **TOL)
     assert state.num_decoded_steps == 6
 
 
@@ -420,3 +429,89 @@ def test_stacks_pass_every_option_to_their_blocks(stack):
         assert isinstance(blk.ffn.activation, nn.GELU)
         assert blk.self_attention.W_q.bias is not None
         assert all(norm.norm_first for norm in (blk.addnorm1, blk.addnorm2))
+
+
+# The key/value cache -----------------------------------------------------------------------
+
+
+def test_attend_projected_equals_multihead_attention():
+    torch.manual_seed(0)
+    attention = randomize_(MultiHeadAttention(16, 4, 0.0, True).double())
+    queries = torch.randn(2, 3, 16, dtype=torch.float64)
+    keys_values = torch.randn(2, 5, 16, dtype=torch.float64)
+    valid_lens = torch.tensor([5, 2])
+    K = project_heads(attention.W_k, keys_values, 4)
+    V = project_heads(attention.W_v, keys_values, 4)
+    assert K.shape == (2, 4, 5, 4)
+    torch.testing.assert_close(
+        attend_projected(attention, queries, K, V, valid_lens),
+        attention(queries, keys_values, keys_values, valid_lens),
+        **TOL,
+    )
+
+
+def test_decoding_with_the_cache_projects_only_the_new_position():
+    decoder = make_decoder(norm_first=False)
+    rows = {"self": [], "cross": []}
+    blk = decoder.blks[1]
+    blk.self_attention.W_k.register_forward_hook(lambda m, i, o: rows["self"].append(i[0].shape[1]))
+    blk.cross_attention.W_k.register_forward_hook(
+        lambda m, i, o: rows["cross"].append(i[0].shape[1])
+    )
+    state = decoder.init_state(torch.randn(2, 5, 16, dtype=torch.float64))
+    for t in range(4):
+        _, state = decoder(torch.full((2, 1), t, dtype=torch.long), state)
+    assert rows == {"self": [1, 1, 1, 1], "cross": [5]}  # the source is projected once
+    assert state.keys[1].shape == (2, 4, 4, 4)  # (batch, num_heads, num_decoded_steps, head_dim)
+
+    decoder.use_cache = False  # without the cache every call projects the whole prefix again
+    rows = {"self": [], "cross": []}
+    state = decoder.init_state(torch.randn(2, 5, 16, dtype=torch.float64))
+    for t in range(4):
+        _, state = decoder(torch.full((2, 1), t, dtype=torch.long), state)
+    assert rows == {"self": [1, 2, 3, 4], "cross": [5, 5, 5, 5]}
+    assert state.num_decoded_steps == 4 and state.keys == [None] * 3
+
+
+@pytest.mark.parametrize("norm_first", [False, True])
+def test_decoding_without_the_cache_gives_the_same_logits_and_weights(norm_first):
+    decoder = make_decoder(norm_first)
+    enc_outputs = torch.randn(2, 5, 16, dtype=torch.float64)
+    enc_valid_lens = torch.tensor([5, 3])
+    tokens = torch.randint(0, 20, (2, 6))
+    outputs = {}
+    for use_cache in (True, False):
+        decoder.use_cache = use_cache
+        state = decoder.init_state(enc_outputs, enc_valid_lens)
+        steps, weights = [], []
+        for t in range(6):
+            logits, state = decoder(tokens[:, t : t + 1], state)
+            steps.append(logits)
+            weights.append(decoder.self_attention_weights[-1])
+        outputs[use_cache] = torch.cat(steps, dim=1), weights
+    torch.testing.assert_close(outputs[True][0], outputs[False][0], **TOL)
+    for cached, uncached in zip(outputs[True][1], outputs[False][1], strict=True):
+        torch.testing.assert_close(cached, uncached, **TOL)
+
+
+def test_cached_and_uncached_greedy_decoding_give_identical_tokens():
+    from attention_book.seq2seq import EncoderDecoder, beam_search, greedy_decode
+
+    torch.manual_seed(0)
+    model = EncoderDecoder(
+        TransformerEncoder(15, 16, 32, 4, 2, 0.0), TransformerDecoder(12, 16, 32, 4, 2, 0.0)
+    )
+    randomize_(model, seed=3)  # varied logits: sentences of several lengths
+    src = torch.randint(3, 15, (4, 7))
+    src_valid_lens = torch.tensor([7, 4, 6, 2])
+    results = {}
+    for use_cache in (True, False):
+        model.decoder.use_cache = use_cache
+        greedy = greedy_decode(model, src, src_valid_lens, 1, 2, max_len=12)
+        beam = beam_search(model, src, src_valid_lens, 1, 2, max_len=6, beam_size=3)
+        results[use_cache] = greedy, beam
+    for cached, uncached in zip(*(r[0] + r[1] for r in results.values()), strict=True):
+        assert cached.tokens == uncached.tokens
+        assert cached.score == pytest.approx(uncached.score, abs=1e-5)
+        torch.testing.assert_close(cached.attention_weights, uncached.attention_weights)
+    assert max(len(t.tokens) for t in results[True][0]) > 3  # the test decodes long enough
