@@ -14,7 +14,14 @@ from torch import Tensor, nn
 from attention_book.multihead import MultiHeadAttention
 from attention_book.positional import LearnedPositionalEmbedding
 
-__all__ = ["PatchEmbedding", "ViT", "ViTBlock", "ViTMLP"]
+__all__ = [
+    "PatchEmbedding",
+    "ViT",
+    "ViTBlock",
+    "ViTMLP",
+    "mean_attention_distance",
+    "patch_distances",
+]
 
 
 def _pair(name: str, size: int | tuple[int, int]) -> tuple[int, int]:
@@ -165,9 +172,17 @@ class ViTBlock(nn.Module):
         dropout: Dropout on attention weights and inside the MLP.
         use_bias: Whether the attention projections have biases.
 
+    Masks follow the book's convention (``True`` = may attend) and are shared by all heads
+    unless they have a heads axis: a 3-D ``attn_mask`` of shape ``(batch, num_steps,
+    num_steps)`` is broadcast over the heads inside `MultiHeadAttention`, so no
+    ``(batch * num_heads, ...)`` copy is needed, as ``nn.MultiheadAttention`` needs one.
+
     Shapes:
         - X: ``(batch, num_steps, num_hiddens)``
         - valid_lens: ``(batch,)`` or ``(batch, num_steps)``
+        - attn_mask: bool, ``(num_steps, num_steps)``, ``(batch, num_steps, num_steps)``,
+          ``(batch, 1, num_steps)`` (one flag per key) or
+          ``(batch, num_heads, num_steps, num_steps)``
         - returns: ``(batch, num_steps, num_hiddens)``
     """
 
@@ -186,18 +201,25 @@ class ViTBlock(nn.Module):
         self.ln2 = nn.LayerNorm(norm_shape)
         self.mlp = ViTMLP(mlp_num_hiddens, num_hiddens, dropout, mlp_num_inputs=num_hiddens)
 
-    def forward(self, X: Tensor, valid_lens: Tensor | None = None) -> Tensor:
+    def forward(
+        self, X: Tensor, valid_lens: Tensor | None = None, *, attn_mask: Tensor | None = None
+    ) -> Tensor:
         """Run the block.
 
         Args:
             X: Input vectors, one per position (the class token and the patches).
             valid_lens: Optional number of positions each sequence may attend to.
+            attn_mask: Optional boolean mask, ``True`` where a position may attend to another.
 
         Returns:
             Output vectors, one per position.
+
+        Raises:
+            ValueError: If ``X`` is not 3-D or a mask is malformed (not boolean, or not
+                broadcastable to ``(batch, num_heads, num_steps, num_steps)``).
         """
         H = self.ln1(X)
-        X = X + self.self_attention(H, H, H, valid_lens)
+        X = X + self.self_attention(H, H, H, valid_lens, attn_mask)
         return X + self.mlp(self.ln2(X))
 
 
@@ -294,3 +316,78 @@ class ViT(nn.Module):
 
 
 # --8<-- [end:ViT]
+
+
+# --8<-- [start:mean_attention_distance]
+def patch_distances(
+    grid_size: int | tuple[int, int], patch_size: int | tuple[int, int] = 1
+) -> Tensor:
+    """Distances in pixels between the centres of every pair of patches.
+
+    Args:
+        grid_size: Patches per column and per row, an int for a square grid or (rows, cols).
+        patch_size: Patch size in pixels, an int or (height, width).
+
+    Returns:
+        The Euclidean distance between patch ``i`` and patch ``j``, patches in row-major
+        order (the order of `PatchEmbedding`).
+
+    Shapes:
+        - returns: ``(rows * cols, rows * cols)``
+    """
+    rows, cols = _pair("grid_size", grid_size)
+    ph, pw = _pair("patch_size", patch_size)
+    row = torch.arange(rows).repeat_interleave(cols) * ph  # (num_patches,) pixels down
+    col = torch.arange(cols).repeat(rows) * pw  # (num_patches,) pixels across
+    offsets = torch.stack([row, col], dim=1).double()  # (num_patches, 2)
+    return torch.cdist(offsets, offsets)  # (num_patches, num_patches)
+
+
+def mean_attention_distance(
+    attention_weights: Tensor,
+    grid_size: int | tuple[int, int],
+    patch_size: int | tuple[int, int] = 1,
+    *,
+    num_prefix_tokens: int = 1,
+) -> Tensor:
+    """Mean attention distance of each head (Dosovitskiy et al., 2021, Figure 7).
+
+    For each query patch, the distance to every key patch weighted by the attention it
+    pays to that key: how far, in pixels, the head gathers information. The class token
+    (and any other prefix token) is left out as query and as key, and each query's weights
+    over the patches are renormalized to sum to one. The result is averaged over the
+    queries and the batch.
+
+    Args:
+        attention_weights: One layer's attention weights, the prefix tokens first.
+        grid_size: Patches per column and per row, an int or (rows, cols).
+        patch_size: Patch size in pixels, an int or (height, width).
+        num_prefix_tokens: Tokens before the patches (1: the class token).
+
+    Returns:
+        The mean attention distance of each head, in pixels.
+
+    Shapes:
+        - attention_weights: ``(batch, num_heads, num_steps, num_steps)`` with
+          ``num_steps = num_prefix_tokens + rows * cols``
+        - returns: ``(num_heads,)``, float64
+
+    Raises:
+        ValueError: If the weights are not 4-D or do not have one row and one column per
+            token.
+    """
+    distances = patch_distances(grid_size, patch_size)  # (num_patches, num_patches)
+    num_steps = num_prefix_tokens + distances.shape[0]
+    if attention_weights.dim() != 4 or attention_weights.shape[-2:] != (num_steps, num_steps):
+        raise ValueError(
+            "attention_weights must have shape (batch, num_heads, num_steps, num_steps) with "
+            f"num_steps = {num_prefix_tokens} + {distances.shape[0]} patches = {num_steps}, "
+            f"got {tuple(attention_weights.shape)}"
+        )
+    weights = attention_weights[..., num_prefix_tokens:, num_prefix_tokens:].double()
+    weights = weights / weights.sum(dim=-1, keepdim=True).clamp_min(1e-12)  # rows sum to 1
+    per_query = (weights * distances.to(weights.device)).sum(dim=-1)  # (batch, heads, patches)
+    return per_query.mean(dim=(0, 2))  # (num_heads,)
+
+
+# --8<-- [end:mean_attention_distance]

@@ -5,7 +5,14 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from attention_book.vit import PatchEmbedding, ViT, ViTBlock, ViTMLP
+from attention_book.vit import (
+    PatchEmbedding,
+    ViT,
+    ViTBlock,
+    ViTMLP,
+    mean_attention_distance,
+    patch_distances,
+)
 
 TOL = {"rtol": 0, "atol": 1e-10}
 
@@ -231,3 +238,196 @@ def test_seed_positional_signature_including_lr():
         PatchEmbedding(16, 4, 32, 1)
     with pytest.raises(TypeError):
         ViTMLP(48, 24, 0.5, 24)
+
+
+# Masks in ViTBlock ------------------------------------------------------------------------
+
+
+def torch_pre_norm_layer(ours: ViTBlock, num_hiddens: int, num_heads: int, mlp_num_hiddens: int):
+    """nn.TransformerEncoderLayer holding the same weights as a ViTBlock (use_bias=True)."""
+    theirs = nn.TransformerEncoderLayer(
+        num_hiddens,
+        num_heads,
+        mlp_num_hiddens,
+        dropout=0.0,
+        activation="gelu",
+        batch_first=True,
+        norm_first=True,
+        dtype=torch.float64,
+    )
+    attention = ours.self_attention
+    with torch.no_grad():
+        theirs.self_attn.in_proj_weight.copy_(
+            torch.cat([attention.W_q.weight, attention.W_k.weight, attention.W_v.weight])
+        )
+        theirs.self_attn.in_proj_bias.copy_(
+            torch.cat([attention.W_q.bias, attention.W_k.bias, attention.W_v.bias])
+        )
+    copy_(attention.W_o, theirs.self_attn.out_proj)
+    copy_(ours.ln1, theirs.norm1)
+    copy_(ours.ln2, theirs.norm2)
+    copy_(ours.mlp.dense1, theirs.linear1)
+    copy_(ours.mlp.dense2, theirs.linear2)
+    return theirs
+
+
+def test_vit_block_3d_mask_matches_torch_with_one_mask_per_head():
+    # A different mask per sequence; PyTorch wants it repeated per head, batch-major, and
+    # True = "ignore"; the book's block takes (batch, n, n) with True = "may attend".
+    num_hiddens, num_heads, mlp_num_hiddens, n = 16, 4, 40, 6
+    ours = randomize_(
+        ViTBlock(num_hiddens, num_hiddens, mlp_num_hiddens, num_heads, 0.0, use_bias=True).double()
+    )
+    theirs = torch_pre_norm_layer(ours, num_hiddens, num_heads, mlp_num_hiddens)
+    generator = torch.Generator().manual_seed(0)
+    allowed = torch.rand(3, n, n, generator=generator) < 0.6  # (batch, n, n)
+    allowed |= torch.eye(n, dtype=torch.bool)  # every position sees itself: no empty row
+    X = torch.randn(3, n, num_hiddens, dtype=torch.float64)
+    per_head = (~allowed).repeat_interleave(num_heads, dim=0)  # (batch * num_heads, n, n)
+    expected = theirs(X, src_mask=per_head)
+    torch.testing.assert_close(ours(X, attn_mask=allowed), expected, **TOL)
+    # The same mask as a (batch, num_heads, n, n) tensor gives the same result.
+    four_d = allowed[:, None].expand(-1, num_heads, -1, -1)
+    torch.testing.assert_close(ours(X, attn_mask=four_d), expected, **TOL)
+    # repeat (head-major) instead of repeat_interleave would give sequence 0 the mask of 1.
+    wrong = theirs(X, src_mask=(~allowed).repeat(num_heads, 1, 1))
+    assert not torch.allclose(wrong, expected)
+
+
+def test_vit_block_key_mask_equals_valid_lens():
+    blk = randomize_(ViTBlock(16, 16, 32, 4, 0.0).double())
+    X = torch.randn(2, 5, 16, dtype=torch.float64)
+    valid_lens = torch.tensor([5, 3])
+    key_mask = torch.arange(5)[None, :] < valid_lens[:, None]  # (batch, n): True = a real key
+    by_mask = blk(X, attn_mask=key_mask[:, None, :])  # (batch, 1, n): one flag per key
+    torch.testing.assert_close(by_mask, blk(X, valid_lens), **TOL)
+
+
+def test_seed_vit_block_mask_fails_with_several_heads():
+    # The seed passes a (batch, n, n) mask to nn.MultiheadAttention, which needs
+    # (batch * num_heads, n, n) as soon as there is more than one head.
+    attention = nn.MultiheadAttention(embed_dim=8, num_heads=4, bias=False)
+    X = torch.randn(5, 2, 8)  # (n, batch, embed_dim): the seed transposes to this layout
+    mask = torch.zeros(2, 5, 5, dtype=torch.bool)
+    with pytest.raises(RuntimeError, match=r"should be \(8, 5, 5\)"):
+        attention(X, X, X, attn_mask=mask)
+
+
+def test_vit_block_rejects_malformed_masks():
+    blk = ViTBlock(16, 16, 32, 4, 0.0)
+    X = torch.randn(2, 5, 16)
+    with pytest.raises(ValueError, match="bool"):
+        blk(X, attn_mask=torch.ones(2, 5, 5))
+    with pytest.raises(ValueError, match=r"attn_mask of shape \(2, 1, 4, 5\) does not broadcast"):
+        blk(X, attn_mask=torch.ones(2, 4, 5, dtype=torch.bool))
+
+
+# Mean attention distance -----------------------------------------------------------------
+
+
+def test_patch_distances_of_a_small_grid():
+    distances = patch_distances((2, 3), (4, 2))  # 2 rows of 4 pixels, 3 columns of 2 pixels
+    assert distances.shape == (6, 6)
+    assert distances[0, 1] == 2.0 and distances[0, 3] == 4.0  # right neighbour, neighbour below
+    torch.testing.assert_close(distances[0, 5], torch.tensor(32.0, dtype=torch.float64).sqrt())
+    torch.testing.assert_close(distances, distances.T)
+    assert torch.all(distances.diagonal() == 0)
+
+
+def test_mean_attention_distance_of_known_patterns():
+    grid, patch, num_heads = 3, 2, 3
+    n = grid * grid
+    distances = patch_distances(grid, patch)
+    weights = torch.zeros(2, num_heads, 1 + n, 1 + n)
+    weights[:, 0, 1:, 1:] = torch.eye(n)  # head 0: each patch looks at itself
+    weights[:, 1, 1:, 1:] = 1 / n  # head 1: uniform over the patches
+    weights[:, 2, 1:, 1:] = 0.5 / n  # head 2: uniform, and half of the weight on <cls>
+    weights[:, 2, 1:, 0] = 0.5
+    result = mean_attention_distance(weights, grid, patch)
+    assert result.shape == (num_heads,)
+    assert result[0] == 0
+    torch.testing.assert_close(result[1], distances.mean())
+    torch.testing.assert_close(result[2], result[1])  # <cls> weight is left out, renormalized
+
+
+def test_mean_attention_distance_rejects_wrong_shapes():
+    with pytest.raises(ValueError, match=r"num_steps = 1 \+ 16 patches = 17, got \(2, 4, 16, 16\)"):
+        mean_attention_distance(torch.zeros(2, 4, 16, 16), 4, 2)
+    with pytest.raises(ValueError, match="got"):
+        mean_attention_distance(torch.zeros(4, 17, 17), 4, 2)
+
+
+# The chapter's experiment (attention_book.experiments.vit) ------------------------------
+
+
+def test_random_shift_moves_whole_images_and_fills_with_background():
+    from attention_book.experiments.vit import random_shift
+
+    images = torch.zeros(64, 1, 5, 5)
+    images[:, 0, 2, 2] = 1.0  # one lit pixel in the centre of a blank image
+    shifted = random_shift(images, 1, torch.Generator().manual_seed(0))
+    assert shifted.shape == images.shape
+    assert torch.equal(shifted.sum(dim=(1, 2, 3)), torch.ones(64))  # the pixel moved, whole
+    rows, cols = (shifted[:, 0] == 1).nonzero()[:, 1:].T
+    assert set(rows.tolist()) == {1, 2, 3} and set(cols.tolist()) == {1, 2, 3}
+    assert torch.equal(random_shift(images, 0, torch.Generator()), images)
+    background = torch.full((2, 1, 3, 3), -0.5)  # a normalized blank image is not 0
+    assert torch.equal(random_shift(background, 1, torch.Generator()), background)
+
+
+def test_balanced_subset_is_balanced_seeded_and_without_repeats():
+    from attention_book.experiments.vit import balanced_subset
+
+    labels = torch.arange(10).repeat_interleave(torch.arange(10, 20))  # 10 to 19 per class
+    chosen = balanced_subset(labels, 45, seed=3)
+    assert len(set(chosen.tolist())) == 45
+    counts = torch.bincount(labels[chosen], minlength=10)
+    assert counts.max() - counts.min() <= 1
+    assert torch.equal(chosen, balanced_subset(labels, 45, seed=3))
+    assert not torch.equal(chosen, balanced_subset(labels, 45, seed=4))
+    assert sorted(balanced_subset(labels, len(labels), 0).tolist()) == list(range(len(labels)))
+    with pytest.raises(ValueError, match=r"size must be in \[1, 145\]"):
+        balanced_subset(labels, 146, 0)
+
+
+def test_experiment_models_shapes_and_parameter_counts_within_20_percent():
+    from attention_book.experiments.vit import VIT_CONFIG, SmallResNet, vit_make_models
+    from attention_book.seq2seq import num_parameters
+
+    vit, cnn = vit_make_models()
+    images = torch.randn(3, 1, 8, 8)
+    assert vit(images).shape == cnn(images).shape == (3, 10)
+    assert vit.patch_embedding.num_patches == (8 // VIT_CONFIG["patch_size"]) ** 2
+    ratio = num_parameters(cnn) / num_parameters(vit)
+    assert 1 / 1.2 <= ratio <= 1.2, ratio
+    assert SmallResNet(8, 3, in_channels=2)(torch.randn(2, 2, 16, 16)).shape == (2, 3)
+
+
+def test_attention_distances_of_an_untrained_vit():
+    from attention_book.experiments.vit import vit_attention_distances, vit_make_models
+
+    torch.manual_seed(0)
+    vit, _ = vit_make_models()
+    distances = vit_attention_distances(vit.eval(), torch.randn(5, 1, 8, 8))
+    assert distances.shape == (len(vit.blks), vit.blks[0].self_attention.num_heads)
+    uniform = patch_distances(4, 2).mean()
+    # Small random weights give nearly uniform attention, hence nearly the uniform distance.
+    torch.testing.assert_close(
+        distances, torch.full_like(distances, uniform.item()), atol=0.3, rtol=0
+    )
+
+
+def test_vit_cache_key_covers_config_data_and_source():
+    import subprocess
+    import sys
+
+    from attention_book.experiments.vit import VIT_CONFIG, vit_cache_key
+    from attention_book.training import package_source_hash
+
+    key = vit_cache_key()
+    assert {k: key[k] for k in VIT_CONFIG} == VIT_CONFIG
+    assert len(key["data"]) == 16  # a digest of the digits
+    assert key["source"] == package_source_hash("attention_book.experiments.vit")
+    code = "import sys, attention_book.experiments.vit; print('matplotlib' in sys.modules)"
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert result.stdout.strip() == "False", result.stderr[-2000:]
