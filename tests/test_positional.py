@@ -105,3 +105,14 @@ def test_bad_inputs(module):
         layer(torch.zeros(1, 5, 7))
     with pytest.raises(ValueError, match=r"X must have shape.*got \(5, 8\)"):
         layer(torch.zeros(5, 8))
+
+
+def test_dot_products_depend_only_on_the_offset():
+    # p_i . p_(i + delta) = sum_j cos(delta * w_j), whatever i (the self-attention chapter).
+    num_hiddens = 16
+    table = sinusoidal_table(300, num_hiddens, dtype=torch.float64)
+    w = 1 / 10000 ** (torch.arange(0, num_hiddens, 2, dtype=torch.float64) / num_hiddens)
+    for delta in (0, 1, 9, 150):
+        dots = (table[: 300 - delta] * table[delta:]).sum(-1)  # one per position i
+        expected = torch.cos(delta * w).sum().expand_as(dots)
+        torch.testing.assert_close(dots, expected, rtol=0, atol=1e-12)

@@ -1,0 +1,217 @@
+"""The self-attention chapter's measurements: convolution, GRU and self-attention side by side.
+
+Two measurements on layers of the same width that map a sequence to a sequence of the same
+length:
+
+- `self_attention_timings`: forward time against sequence length on this CPU, for a 1-D
+  convolution, a GRU and a self-attention layer, with the slope of a straight-line fit in
+  log-log coordinates (time grows like ``n ** slope``);
+- `self_attention_gradient_reach`: how strongly the last output depends on each input, as the
+  norm of the gradient of the last output with respect to every input position (a measured
+  stand-in for the maximum path length of Vaswani et al., Table 1).
+
+Both are cheap (seconds) and run at build time. Timings are medians over repeats on one CPU
+thread; absolute times depend on the machine and its load, the slopes much less. They are kept
+for the life of the process (`functools.cache`), so the figure and the table that show them
+show the same run.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from functools import cache
+
+import torch
+from torch import Tensor, nn
+
+from attention_book.multihead import MultiHeadAttention
+
+__all__ = [
+    "FIT_FROM",
+    "SEQUENCE_LENGTHS",
+    "TIMING_WIDTH",
+    "ConvLayer",
+    "GRULayer",
+    "SelfAttentionLayer",
+    "fitted_slope",
+    "self_attention_gradient_reach",
+    "self_attention_layers",
+    "self_attention_timings",
+]
+
+#: Width of every layer (features per position) in the timing measurement.
+TIMING_WIDTH = 64
+#: Sequence lengths of the timing measurement.
+SEQUENCE_LENGTHS = (16, 32, 64, 128, 256, 512, 1024, 2048)
+#: The slopes are fitted on lengths from this one up, where fixed per-call costs no longer
+#: dominate.
+FIT_FROM = 256
+
+
+# --8<-- [start:layers]
+class GRULayer(nn.Module):
+    """A GRU that returns only its outputs, so every layer maps ``X`` to one tensor."""
+
+    def __init__(self, num_hiddens: int):
+        super().__init__()
+        self.rnn = nn.GRU(num_hiddens, num_hiddens, batch_first=True)
+
+    def forward(self, X: Tensor) -> Tensor:
+        """Return the GRU's output at every position."""
+        return self.rnn(X)[0]  # (batch, n, num_hiddens)
+
+
+class ConvLayer(nn.Module):
+    """A 1-D convolution over positions (kernel size 3, same length out as in)."""
+
+    def __init__(self, num_hiddens: int, kernel_size: int = 3):
+        super().__init__()
+        self.conv = nn.Conv1d(num_hiddens, num_hiddens, kernel_size, padding=kernel_size // 2)
+
+    def forward(self, X: Tensor) -> Tensor:
+        """Convolve along the positions (``Conv1d`` wants the features first)."""
+        return self.conv(X.transpose(1, 2)).transpose(1, 2)  # (batch, n, num_hiddens)
+
+
+class SelfAttentionLayer(nn.Module):
+    """Multi-head self-attention: the sequence gives the queries, the keys and the values."""
+
+    def __init__(self, num_hiddens: int, num_heads: int = 4):
+        super().__init__()
+        self.attention = MultiHeadAttention(num_hiddens, num_heads, need_weights=False)
+
+    def forward(self, X: Tensor) -> Tensor:
+        """Attend from every position to every position of the same sequence."""
+        return self.attention(X, X, X)  # (batch, n, num_hiddens)
+
+
+def self_attention_layers(num_hiddens: int) -> dict[str, nn.Module]:
+    """The three layers compared, all mapping ``(batch, n, num_hiddens)`` to the same shape.
+
+    Args:
+        num_hiddens: Features per position, in and out.
+
+    Returns:
+        ``{"convolution": ..., "GRU": ..., "self-attention": ...}``.
+    """
+    return {
+        "convolution": ConvLayer(num_hiddens),
+        "GRU": GRULayer(num_hiddens),
+        "self-attention": SelfAttentionLayer(num_hiddens),
+    }
+
+
+# --8<-- [end:layers]
+
+
+def _median_seconds(layer: nn.Module, X: Tensor, repeats: int) -> float:
+    """Median wall-clock time of ``layer(X)`` over `repeats` calls, after one warm-up call."""
+    times = []
+    with torch.no_grad():
+        layer(X)
+        for _ in range(repeats):
+            start = time.perf_counter()
+            layer(X)
+            times.append(time.perf_counter() - start)
+    times.sort()
+    return times[len(times) // 2]
+
+
+def fitted_slope(lengths: list[int] | tuple[int, ...], seconds: list[float]) -> float:
+    """Slope of the least-squares line through ``(log n, log t)``: ``t`` grows like ``n**slope``.
+
+    Args:
+        lengths: Sequence lengths (at least two, all different).
+        seconds: Measured time at each length.
+
+    Returns:
+        The slope.
+
+    Raises:
+        ValueError: If the lists differ in length or hold fewer than two points.
+    """
+    if len(lengths) != len(seconds) or len(lengths) < 2:
+        raise ValueError(
+            f"lengths and seconds must be two lists of the same length >= 2, got "
+            f"{len(lengths)} and {len(seconds)}"
+        )
+    x = [math.log(n) for n in lengths]
+    y = [math.log(t) for t in seconds]
+    x_mean, y_mean = sum(x) / len(x), sum(y) / len(y)
+    covariance = sum((a - x_mean) * (b - y_mean) for a, b in zip(x, y, strict=True))
+    return covariance / sum((a - x_mean) ** 2 for a in x)
+
+
+@cache
+def self_attention_timings(repeats: int = 5) -> dict[str, dict[str, list[float] | float]]:
+    """Median forward time of each layer at each of `SEQUENCE_LENGTHS` (one sequence, one thread).
+
+    Args:
+        repeats: Timed calls per layer and length (the median is kept).
+
+    Returns:
+        Per layer name: ``"seconds"`` (one median per length) and ``"slope"`` (fitted on the
+        lengths from `FIT_FROM` up).
+    """
+    torch.manual_seed(0)
+    layers = self_attention_layers(TIMING_WIDTH)
+    num_threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # one core for every layer: a fair, less noisy comparison
+    try:
+        results: dict[str, dict[str, list[float] | float]] = {}
+        for name, layer in layers.items():
+            layer.eval()
+            seconds = [
+                _median_seconds(layer, torch.randn(1, n, TIMING_WIDTH), repeats)
+                for n in SEQUENCE_LENGTHS
+            ]
+            fitted = [(n, t) for n, t in zip(SEQUENCE_LENGTHS, seconds, strict=True)]
+            fitted = [(n, t) for n, t in fitted if n >= FIT_FROM]
+            slope = fitted_slope([n for n, _ in fitted], [t for _, t in fitted])
+            results[name] = {"seconds": seconds, "slope": slope}
+    finally:
+        torch.set_num_threads(num_threads)
+    return results
+
+
+# --8<-- [start:gradient_reach]
+@cache
+def self_attention_gradient_reach(
+    num_steps: int = 64, num_hiddens: int = 32, conv_layers: int = 4
+) -> dict[str, list[float]]:
+    """Norm of the gradient of the last output with respect to every input position.
+
+    For each architecture (a stack of `conv_layers` convolutions of kernel size 3, one GRU,
+    one self-attention layer), freshly initialized with a fixed seed, the sum of the last
+    position's outputs is differentiated with respect to the whole input sequence. Entry
+    ``j`` of the result is the norm of that gradient at the input ``num_steps - 1 - j``
+    positions back. Zero means the last output does not depend on that input at all.
+
+    Args:
+        num_steps: Sequence length.
+        num_hiddens: Features per position.
+        conv_layers: Depth of the convolution stack.
+
+    Returns:
+        Per architecture name, one gradient norm per distance ``0, 1, ..., num_steps - 1``.
+    """
+    torch.manual_seed(0)
+    layers = self_attention_layers(num_hiddens)
+    stack = [layers["convolution"]] + [ConvLayer(num_hiddens) for _ in range(conv_layers - 1)]
+    models = {
+        f"{conv_layers} convolutions": nn.Sequential(*stack),
+        "GRU": layers["GRU"],
+        "self-attention": layers["self-attention"],
+    }
+    X = torch.randn(1, num_steps, num_hiddens)
+    reach = {}
+    for name, model in models.items():
+        inputs = X.clone().requires_grad_()
+        model(inputs)[0, -1].sum().backward()  # the last position's output
+        norms = inputs.grad[0].norm(dim=-1)  # (num_steps,), one norm per input position
+        reach[name] = norms.flip(0).tolist()  # index = distance back from the last position
+    return reach
+
+
+# --8<-- [end:gradient_reach]
