@@ -305,3 +305,116 @@ def test_combine_masks_broadcasts_valid_lens_over_heads():
     assert torch.equal(mask[1, 0], attn_mask)
     assert torch.equal(mask[0, 0], attn_mask & (torch.arange(4) < 1))
     assert combine_masks((2, 3, 4), torch.device("cpu"), None, None) is None
+
+
+# ------------------------------------------------- sliding-window and block-sparse masks
+
+
+def brute_force_sliding_window(num_queries, num_keys, window):
+    """Query i sits at position p = i + num_keys - num_queries and sees p - window < j <= p."""
+    mask = torch.zeros(num_queries, num_keys, dtype=torch.bool)
+    for i in range(num_queries):
+        p = i + num_keys - num_queries
+        for j in range(num_keys):
+            mask[i, j] = p - window < j <= p
+    return mask
+
+
+@pytest.mark.parametrize(
+    ("num_queries", "num_keys", "window"),
+    [(6, 6, 1), (6, 6, 2), (6, 6, 3), (7, 7, 4), (1, 9, 3), (3, 8, 2), (4, 10, 5), (8, 5, 2)],
+)
+def test_sliding_window_mask_matches_brute_force(num_queries, num_keys, window):
+    from attention_book.masking import sliding_window_mask
+
+    mask = sliding_window_mask(num_queries, num_keys, window)
+    assert mask.dtype == torch.bool and mask.shape == (num_queries, num_keys)
+    assert torch.equal(mask, brute_force_sliding_window(num_queries, num_keys, window))
+
+
+@given(
+    num_queries=st.integers(0, 12),
+    extra_keys=st.integers(0, 12),
+    window=st.integers(1, 30),
+)
+@settings(max_examples=60, deadline=None)
+def test_sliding_window_mask_property(num_queries, extra_keys, window):
+    from attention_book.masking import sliding_window_mask
+
+    num_keys = num_queries + extra_keys
+    mask = sliding_window_mask(num_queries, num_keys, window)
+    assert torch.equal(mask, brute_force_sliding_window(num_queries, num_keys, window))
+    # each query sees min(window, its position + 1) keys: the window, cut at the first key
+    positions = torch.arange(num_queries) + extra_keys
+    assert torch.equal(mask.sum(dim=-1), torch.clamp(positions + 1, max=window))
+
+
+@pytest.mark.parametrize(("num_queries", "num_keys"), [(5, 5), (2, 7), (1, 4), (6, 3)])
+def test_sliding_window_at_least_num_keys_is_the_bottom_right_causal_mask(num_queries, num_keys):
+    from attention_book.masking import sliding_window_mask
+
+    causal = causal_mask(num_queries, num_keys, alignment="bottom-right")
+    for window in (num_keys, num_keys + 1, 100):
+        assert torch.equal(sliding_window_mask(num_queries, num_keys, window), causal)
+    if num_keys > 1:  # a smaller window hides something the causal mask shows
+        smaller = sliding_window_mask(num_queries, num_keys, num_keys - 1)
+        assert not torch.equal(smaller, causal)
+        assert not bool((smaller & ~causal).any())  # never shows what the causal mask hides
+
+
+def test_sliding_window_of_one_is_the_diagonal():
+    from attention_book.masking import sliding_window_mask
+
+    assert torch.equal(sliding_window_mask(5, 5, 1), torch.eye(5, dtype=torch.bool))
+
+
+def test_sliding_window_mask_in_attention_matches_explicit_weights():
+    """Used as attn_mask, keys outside the window get exactly zero weight."""
+    from attention_book.masking import sliding_window_mask
+
+    scores = torch.randn(2, 3, 6, 6, dtype=torch.float64)
+    mask = sliding_window_mask(6, 6, 3)
+    weights = masked_softmax(scores, attn_mask=mask)
+    assert torch.all(weights[..., ~mask] == 0)
+    torch.testing.assert_close(weights, reference_masked_softmax(scores, mask), rtol=0, atol=1e-15)
+
+
+def test_sliding_window_mask_bad_arguments():
+    from attention_book.masking import sliding_window_mask
+
+    with pytest.raises(ValueError, match=r"window must be at least 1.*got 0"):
+        sliding_window_mask(4, 4, 0)
+    with pytest.raises(ValueError, match=r"num_queries and num_keys must be non-negative"):
+        sliding_window_mask(-1, 4, 2)
+
+
+def test_block_sparse_mask_expands_each_block():
+    from attention_book.masking import block_sparse_mask
+
+    layout = torch.tensor([[True, False, False], [True, True, False], [False, True, True]])
+    mask = block_sparse_mask(layout, 2)
+    assert mask.shape == (6, 6) and mask.dtype == torch.bool
+    for i in range(6):
+        for j in range(6):
+            assert bool(mask[i, j]) == bool(layout[i // 2, j // 2])
+
+
+def test_block_sparse_mask_block_diagonal_and_rectangular():
+    from attention_book.masking import block_sparse_mask
+
+    diagonal = block_sparse_mask(torch.eye(3, dtype=torch.bool), 4)  # local, non-overlapping
+    index = torch.arange(12)
+    assert torch.equal(diagonal, index[:, None] // 4 == index[None, :] // 4)
+    rectangular = block_sparse_mask(torch.ones(2, 3, dtype=torch.bool), 3)
+    assert rectangular.shape == (6, 9) and bool(rectangular.all())
+
+
+def test_block_sparse_mask_bad_arguments():
+    from attention_book.masking import block_sparse_mask
+
+    with pytest.raises(ValueError, match=r"layout must be a bool tensor.*got \(2, 2, 2\)"):
+        block_sparse_mask(torch.ones(2, 2, 2, dtype=torch.bool), 2)
+    with pytest.raises(ValueError, match=r"layout must be a bool tensor"):
+        block_sparse_mask(torch.ones(2, 2), 2)
+    with pytest.raises(ValueError, match=r"block_size must be at least 1, got 0"):
+        block_sparse_mask(torch.ones(2, 2, dtype=torch.bool), 0)

@@ -223,3 +223,157 @@ def test_bad_inputs():
         attention(q, k, v, torch.ones(2, 4, dtype=torch.long))
     with pytest.raises(ValueError, match=r"valid_lens must be non-negative"):
         attention(q, k, v, torch.tensor([-1, 2]))
+
+
+# ---------------------------------------------------------------- grouped-query attention
+
+
+def gqa_copied_from_mha(num_hiddens, num_heads, bias, seed=0):
+    """A MultiHeadAttention and a GroupedQueryAttention with num_kv_heads == num_heads and
+    the same weights, float64."""
+    from attention_book.multihead import GroupedQueryAttention
+
+    torch.manual_seed(seed)
+    mha = MultiHeadAttention(num_hiddens, num_heads, 0.0, bias=bias).double()
+    gqa = GroupedQueryAttention(num_hiddens, num_heads, num_heads, 0.0, bias=bias).double()
+    gqa.load_state_dict(mha.state_dict())  # same names W_q, W_k, W_v, W_o, same shapes
+    return mha, gqa
+
+
+@pytest.mark.parametrize("bias", [False, True])
+@pytest.mark.parametrize("need_weights", [True, False])
+def test_gqa_with_as_many_kv_heads_is_multi_head_attention(bias, need_weights):
+    mha, gqa = gqa_copied_from_mha(12, 3, bias)
+    queries = torch.randn(2, 4, 12, dtype=F64)
+    keys = values = torch.randn(2, 6, 12, dtype=F64)
+    valid_lens = torch.tensor([2, 6])
+    mask = causal_mask(4, 6, alignment="bottom-right")
+    with torch.no_grad():
+        for kwargs in ({}, {"valid_lens": valid_lens}, {"attn_mask": mask}, {"is_causal": True}):
+            expected = mha(queries, keys, values, need_weights=need_weights, **kwargs)
+            output = gqa(queries, keys, values, need_weights=need_weights, **kwargs)
+            assert_equal_1e12(output, expected)
+            if need_weights:
+                assert_equal_1e12(gqa.attention_weights, mha.attention_weights)
+
+
+def test_gqa_with_as_many_kv_heads_matches_pytorch():
+    from attention_book.multihead import GroupedQueryAttention
+
+    ours, theirs = copied_pair(8, 2, bias=True)
+    gqa = GroupedQueryAttention(8, 2, 2, 0.0, bias=True).double()
+    gqa.load_state_dict(ours.state_dict())
+    X = torch.randn(3, 5, 8, dtype=F64)
+    with torch.no_grad():
+        expected, _ = theirs(X, X, X)
+        assert_equal_1e12(gqa(X, X, X), expected)
+
+
+def multi_query_by_hand(layer, queries, keys, values):
+    """Multi-query attention written out: every query head reads the same single key head."""
+    head_dim = layer.head_dim
+    K = keys @ layer.W_k.weight.T  # (batch, num_keys, head_dim): one key head
+    V = values @ layer.W_v.weight.T  # (batch, num_keys, head_dim): one value head
+    Q = queries @ layer.W_q.weight.T  # (batch, num_queries, num_heads * head_dim)
+    outputs = []
+    for h in range(layer.num_heads):
+        q = Q[..., h * head_dim : (h + 1) * head_dim]  # (batch, num_queries, head_dim)
+        weights = torch.softmax(q @ K.transpose(1, 2) / head_dim**0.5, dim=-1)
+        outputs.append(weights @ V)
+    return torch.cat(outputs, dim=-1) @ layer.W_o.weight.T  # (batch, num_queries, num_hiddens)
+
+
+def test_gqa_with_one_kv_head_is_multi_query_attention():
+    from attention_book.multihead import GroupedQueryAttention
+
+    torch.manual_seed(1)
+    layer = GroupedQueryAttention(12, 4, 1).double()
+    assert layer.W_k.weight.shape == (3, 12) and layer.W_v.weight.shape == (3, 12)
+    queries = torch.randn(2, 5, 12, dtype=F64)
+    keys = values = torch.randn(2, 7, 12, dtype=F64)
+    with torch.no_grad():
+        expected = multi_query_by_hand(layer, queries, keys, values)
+        assert_equal_1e12(layer(queries, keys, values), expected)
+        weights = layer.attention_weights  # (batch, num_heads, num_queries, num_keys)
+        assert_equal_1e12(layer(queries, keys, values, need_weights=False), expected)
+    # every head's weights come from the same keys, but from its own query: they differ
+    assert weights.shape == (2, 4, 5, 7)
+    assert not torch.allclose(weights[:, 0], weights[:, 1])
+
+
+def test_gqa_groups_are_consecutive_query_heads():
+    """Query head i reads key/value head i // (num_heads // num_kv_heads)."""
+    from attention_book.multihead import GroupedQueryAttention
+
+    torch.manual_seed(2)
+    layer = GroupedQueryAttention(24, 6, 2).double()
+    X = torch.randn(2, 5, 24, dtype=F64)
+    with torch.no_grad():
+        output = layer(X, X, X)
+        Q, K, V = layer.project(X, X, X)
+        assert Q.shape == (2, 6, 5, 4) and K.shape == V.shape == (2, 2, 5, 4)
+        heads = []
+        for i in range(6):
+            kv = i // 3
+            weights = torch.softmax(Q[:, i] @ K[:, kv].transpose(1, 2) / 2.0, dim=-1)
+            heads.append(weights @ V[:, kv])
+        expected = layer.W_o(torch.cat(heads, dim=-1))
+    assert_equal_1e12(output, expected)
+
+
+def test_gqa_project_then_attend_is_forward():
+    from attention_book.multihead import GroupedQueryAttention
+
+    torch.manual_seed(3)
+    layer = GroupedQueryAttention(8, 4, 2, 0.0, bias=True).double()
+    queries, keys = torch.randn(2, 3, 8, dtype=F64), torch.randn(2, 5, 8, dtype=F64)
+    mask = torch.rand(2, 3, 5) > 0.3  # 3-D: shared by all heads
+    with torch.no_grad():
+        expected = layer(queries, keys, keys, attn_mask=mask)
+        output = layer.attend(*layer.project(queries, keys, keys), attn_mask=mask)
+    assert_equal_1e12(output, expected)
+
+
+def test_gqa_parameters_shrink_with_kv_heads():
+    from attention_book.multihead import GroupedQueryAttention
+
+    counts = {
+        kv: sum(p.numel() for p in GroupedQueryAttention(64, 8, kv).parameters())
+        for kv in (8, 4, 2, 1)
+    }
+    # W_q and W_o stay 64 x 64; W_k and W_v are 64 x (kv * 8)
+    assert counts == {kv: 2 * 64 * 64 + 2 * 64 * kv * 8 for kv in (8, 4, 2, 1)}
+
+
+def test_gqa_gradients_flow_through_shared_heads():
+    from attention_book.multihead import GroupedQueryAttention
+
+    torch.manual_seed(4)
+    layer = GroupedQueryAttention(6, 3, 1, 0.0, bias=True).double()
+    X = torch.randn(2, 3, 6, dtype=F64, requires_grad=True)
+    assert torch.autograd.gradcheck(lambda x: layer(x, x, x, torch.tensor([2, 3])), (X,))
+
+
+@pytest.mark.parametrize(("num_heads", "num_kv_heads"), [(4, 3), (6, 4), (4, 0), (4, 8)])
+def test_gqa_num_kv_heads_must_divide_num_heads(num_heads, num_kv_heads):
+    from attention_book.multihead import GroupedQueryAttention
+
+    with pytest.raises(
+        ValueError, match=rf"num_kv_heads={num_kv_heads} must divide num_heads={num_heads}"
+    ):
+        GroupedQueryAttention(24, num_heads, num_kv_heads)
+
+
+def test_gqa_bad_inputs():
+    from attention_book.multihead import GroupedQueryAttention
+
+    with pytest.raises(ValueError, match=r"num_hiddens=10 must be divisible by num_heads=4"):
+        GroupedQueryAttention(10, 4, 2)
+    layer = GroupedQueryAttention(8, 4, 2, key_size=5)
+    q, k = torch.randn(2, 3, 8), torch.randn(2, 4, 5)
+    with pytest.raises(ValueError, match=r"keys must have last dim key_size=5.*\(2, 4, 8\)"):
+        layer(q, torch.randn(2, 4, 8), torch.randn(2, 4, 8))
+    with pytest.raises(ValueError, match=r"keys and values must have the same length"):
+        layer(q, k, torch.randn(2, 6, 8))
+    with pytest.raises(ValueError, match=r"queries must have 3 dims.*\(3, 8\)"):
+        layer(torch.randn(3, 8), k, torch.randn(2, 4, 8))
