@@ -10,6 +10,8 @@ The two sums do not depend on the query: they are computed once, in time linear 
 of keys, and each query reads them in constant time. No ``n x n`` matrix is ever formed. With a
 causal mask the sums run only up to ``j <= i``: running sums, which make the layer a recurrent
 network whose state is a ``d x d_v`` matrix and a ``d`` vector (`causal_linear_attention_step`).
+For training, `causal_linear_chunks` computes the same sums for all positions at once, a chunk
+of positions at a time, so that neither time nor memory grows faster than ``n``.
 
 The feature map of Katharopoulos et al. is ``elu(x) + 1``, positive everywhere, so the
 normalizer never vanishes.
@@ -25,7 +27,12 @@ from torch import Tensor
 
 from attention_book.validation import check_keys_values, check_leading_axes
 
-__all__ = ["causal_linear_attention_step", "elu_feature_map", "linear_attention"]
+__all__ = [
+    "causal_linear_attention_step",
+    "causal_linear_chunks",
+    "elu_feature_map",
+    "linear_attention",
+]
 
 FeatureMap = Callable[[Tensor], Tensor]
 
@@ -70,14 +77,15 @@ def linear_attention(
     *,
     feature_map: FeatureMap = elu_feature_map,
     eps: float = 1e-6,
+    chunk_size: int = 64,
 ) -> Tensor:
     """Attention with the kernel ``phi(q)^T phi(k)`` instead of ``exp(q^T k / sqrt(d))``.
 
     Non-causal: every query reads the same two sums over all keys, ``phi(K)^T V`` and
-    ``phi(K)^T 1``. Causal (query ``i`` sees keys ``j <= i``, as many queries as keys): the sums
-    become cumulative sums over the keys, computed for all positions at once here (memory
-    ``n * d * d_v`` per sequence; `causal_linear_attention_step` is the same thing one
-    position at a time, with memory independent of ``n``).
+    ``phi(K)^T 1``. Causal (query ``i`` sees keys ``j <= i``, as many queries as keys): the
+    sums run only up to ``i``. They are computed chunk by chunk (`causal_linear_chunks`),
+    which never stores an ``n x n`` matrix nor one ``d x d_v`` sum per position;
+    `causal_linear_attention_step` is the same computation one position at a time.
 
     Args:
         queries: Query vectors.
@@ -86,6 +94,7 @@ def linear_attention(
         causal: Whether query ``i`` sees only keys ``j <= i``.
         feature_map: ``phi``, applied to queries and keys; its outputs must be positive.
         eps: Added to the normalizer.
+        chunk_size: Positions per chunk of the causal computation.
 
     Returns:
         The attention output, one value-sized vector per query.
@@ -97,7 +106,8 @@ def linear_attention(
         - returns: ``(..., n, d_v)``
 
     Raises:
-        ValueError: If the shapes do not fit together, or ``causal`` with ``n != m``.
+        ValueError: If the shapes do not fit together, ``causal`` with ``n != m``, or
+            ``chunk_size < 1``.
     """
     _check(queries, keys, values)
     phi_q, phi_k = feature_map(queries), feature_map(keys)  # (..., n, d), (..., m, d)
@@ -112,15 +122,66 @@ def linear_attention(
             f"causal linear attention needs as many queries as keys, got queries of shape "
             f"{tuple(queries.shape)} and keys of shape {tuple(keys.shape)}"
         )
-    # Running sums over positions: S_i = sum_{j<=i} phi(k_j) v_j^T, z_i = sum_{j<=i} phi(k_j).
-    S = torch.cumsum(phi_k.unsqueeze(-1) * values.unsqueeze(-2), dim=-3)  # (..., n, d, d_v)
-    z = torch.cumsum(phi_k, dim=-2)  # (..., n, d)
-    numerator = (phi_q.unsqueeze(-2) @ S).squeeze(-2)  # (..., n, d_v)
-    denominator = (phi_q * z).sum(dim=-1, keepdim=True)  # (..., n, 1)
+    numerator, denominator = causal_linear_chunks(phi_q, phi_k, values, chunk_size)
     return numerator / (denominator + eps)
 
 
 # --8<-- [end:linear_attention]
+
+
+# --8<-- [start:causal_linear_chunks]
+def causal_linear_chunks(
+    phi_q: Tensor, phi_k: Tensor, values: Tensor, chunk_size: int = 64
+) -> tuple[Tensor, Tensor]:
+    """The numerator and normalizer of causal linear attention, one chunk of positions at a time.
+
+    Within a chunk of ``C`` positions the weights ``phi(q_i)^T phi(k_j)``, ``j <= i``, are
+    written out (a ``C x C`` matrix, masked); the keys of all earlier chunks enter through
+    their sums ``S = sum_j phi(k_j) v_j^T`` and ``z = sum_j phi(k_j)``, one per chunk. Time
+    ``O(n C d + n d d_v)`` and memory ``O(n C + (n / C) d d_v)``: linear in ``n``.
+
+    Args:
+        phi_q: Feature-mapped queries.
+        phi_k: Feature-mapped keys, one per query.
+        values: Values, one per key.
+        chunk_size: Positions per chunk ``C``.
+
+    Returns:
+        ``sum_{j<=i} (phi(q_i)^T phi(k_j)) v_j`` and ``sum_{j<=i} phi(q_i)^T phi(k_j)``.
+
+    Shapes:
+        - phi_q, phi_k: ``(..., n, d)``
+        - values: ``(..., n, d_v)``
+        - returns: ``(..., n, d_v)`` and ``(..., n, 1)``
+
+    Raises:
+        ValueError: If ``chunk_size < 1``.
+    """
+    if chunk_size < 1:
+        raise ValueError(f"chunk_size must be at least 1, got {chunk_size}")
+    n = phi_q.shape[-2]
+    pad = -n % chunk_size  # zero keys and values at the end add nothing to any sum
+    if pad:
+        phi_q, phi_k, values = (F.pad(x, (0, 0, 0, pad)) for x in (phi_q, phi_k, values))
+    # (..., num_chunks, C, d) and (..., num_chunks, C, d_v)
+    q, k, v = (x.unflatten(-2, (-1, chunk_size)) for x in (phi_q, phi_k, values))
+    # Earlier chunks: the sums over every chunk before this one (exclusive prefix sums).
+    S = torch.cumsum(k.transpose(-2, -1) @ v, dim=-3)  # (..., num_chunks, d, d_v)
+    z = torch.cumsum(k.sum(dim=-2), dim=-2)  # (..., num_chunks, d)
+    S = torch.cat([torch.zeros_like(S[..., :1, :, :]), S[..., :-1, :, :]], dim=-3)
+    z = torch.cat([torch.zeros_like(z[..., :1, :]), z[..., :-1, :]], dim=-2)
+    numerator = q @ S  # (..., num_chunks, C, d_v)
+    denominator = (q * z.unsqueeze(-2)).sum(dim=-1, keepdim=True)  # (..., num_chunks, C, 1)
+    # This chunk: the weights of keys j <= i, written out.
+    causal = torch.ones(chunk_size, chunk_size, dtype=torch.bool, device=q.device).tril()
+    weights = (q @ k.transpose(-2, -1)).masked_fill(~causal, 0.0)  # (..., num_chunks, C, C)
+    numerator = numerator + weights @ v
+    denominator = denominator + weights.sum(dim=-1, keepdim=True)
+    # (..., n, d_v) and (..., n, 1), without the padding
+    return numerator.flatten(-3, -2)[..., :n, :], denominator.flatten(-3, -2)[..., :n, :]
+
+
+# --8<-- [end:causal_linear_chunks]
 
 
 # --8<-- [start:causal_linear_attention_step]
@@ -155,14 +216,26 @@ def causal_linear_attention_step(
         - value: ``(..., d_v)``
         - state: ``((..., d, d_v), (..., d))``
         - output: ``(..., d_v)``
+
+    Raises:
+        ValueError: If the shapes do not fit together.
     """
+    if query.shape != key.shape or key.shape[:-1] != value.shape[:-1]:
+        raise ValueError(
+            "query and key must have the same shape (..., d) and value the shape (..., d_v), "
+            f"got {tuple(query.shape)}, {tuple(key.shape)} and {tuple(value.shape)}"
+        )
     phi_q, phi_k = feature_map(query), feature_map(key)  # (..., d)
-    if state is None:
-        S = phi_k.unsqueeze(-1) * value.unsqueeze(-2)  # (..., d, d_v)
-        z = phi_k
-    else:
-        S = state[0] + phi_k.unsqueeze(-1) * value.unsqueeze(-2)
-        z = state[1] + phi_k
+    S = phi_k.unsqueeze(-1) * value.unsqueeze(-2)  # (..., d, d_v): phi(k) v^T
+    z = phi_k
+    if state is not None:
+        expected = (tuple(S.shape), tuple(z.shape))
+        if (tuple(state[0].shape), tuple(state[1].shape)) != expected:
+            raise ValueError(
+                f"state must have shapes (..., d, d_v) = {expected[0]} and (..., d) = "
+                f"{expected[1]}, got {tuple(state[0].shape)} and {tuple(state[1].shape)}"
+            )
+        S, z = state[0] + S, state[1] + z
     numerator = (phi_q.unsqueeze(-2) @ S).squeeze(-2)  # (..., d_v)
     denominator = (phi_q * z).sum(dim=-1, keepdim=True)  # (..., 1)
     return numerator / (denominator + eps), (S, z)

@@ -79,7 +79,8 @@ def apply_rotary(x: Tensor, positions: Tensor, base: float = 10000.0) -> Tensor:
         raise ValueError(
             f"x must have shape (..., n, head_dim) with head_dim even, got {tuple(x.shape)}"
         )
-    if positions.is_floating_point() or positions.shape != (x.shape[-2],):
+    integer = not (positions.is_floating_point() or positions.is_complex())
+    if not integer or positions.dtype == torch.bool or positions.shape != (x.shape[-2],):
         raise ValueError(
             f"positions must be integers of shape (n,) = ({x.shape[-2]},) for x of shape "
             f"{tuple(x.shape)}, got dtype {positions.dtype} and shape {tuple(positions.shape)}"
