@@ -1,0 +1,215 @@
+"""Failure reports for the book's code blocks that point at the page line.
+
+pytest-codeblocks runs every runnable block of ``docs/`` and ``README.md``
+(``pytest --codeblocks``), but when a block fails it reports only the exception's message: an
+``assert`` without a message prints nothing, and an expected-output mismatch prints both
+outputs in full. This plugin runs each block the same way (same globals, same captured
+standard output, same comparison) and reports instead:
+
+- the exception's type and message, and the page line where it was raised: the line of the
+  block (continuations included) mapped back to the Markdown file;
+- for a failing ``assert``, the assertion and the values it compared (pytest's own assertion
+  rewriting, as in a test file);
+- what the block printed before it failed;
+- for an expected-output mismatch, a unified diff of the expected and the printed output, with
+  page line numbers.
+
+It replaces pytest-codeblocks' items by subclasses that change only how a Python block runs
+and reports; collection, marks and shell blocks are pytest-codeblocks' own.
+"""
+
+from __future__ import annotations
+
+import ast
+import difflib
+import linecache
+import re
+import sys
+import traceback
+from pathlib import Path
+
+import pytest
+
+try:
+    from pytest_codeblocks.main import stdout_io
+    from pytest_codeblocks.plugin import MarkdownFile, TestBlock
+except ImportError:  # pragma: no cover - the plugin is pinned in requirements.txt
+    MarkdownFile = TestBlock = None
+
+CONT = re.compile(r"^\s*<!--[-\s]*pytest-codeblocks:\s*cont\s*-->\s*$")
+FENCE = re.compile(r"^(?P<indent>\s*)(?P<ticks>`{3,})")
+
+
+class CodeBlockError(Exception):
+    """A code block failed; the argument is the whole report."""
+
+
+def block_page_lines(page: Path, fence_line: int, num_code_lines: int) -> list[int]:
+    """The page line of every line of a block's code, continuations included.
+
+    pytest-codeblocks joins a block and the blocks marked ``<!--pytest-codeblocks:cont-->``
+    after it into one program; this maps each line of that program back to the page.
+
+    Args:
+        page: The Markdown file.
+        fence_line: Line number (1-based) of the block's opening fence.
+        num_code_lines: Number of lines of the joined code.
+
+    Returns:
+        One page line number per code line.
+    """
+    lines = page.read_text(encoding="utf-8").splitlines()
+    numbers: list[int] = []
+    start = fence_line  # 1-based line of an opening fence
+    while len(numbers) < num_code_lines and 0 < start <= len(lines):
+        ticks = FENCE.match(lines[start - 1])["ticks"]
+        k = start + 1
+        while k <= len(lines) and not lines[k - 1].lstrip().startswith(ticks):
+            numbers.append(k)
+            k += 1
+        following = next((j for j in range(k + 1, len(lines) + 1) if lines[j - 1].strip()), None)
+        if following is None or not CONT.match(lines[following - 1]):
+            break
+        start = next(
+            (j for j in range(following + 1, len(lines) + 1) if FENCE.match(lines[j - 1])), 0
+        )
+    numbers += [numbers[-1] if numbers else fence_line] * (num_code_lines - len(numbers))
+    return numbers[:num_code_lines]
+
+
+def compile_block(code: str, filename: str):
+    """Compile a block with pytest's assertion rewriting, so a failing assert explains itself."""
+    from _pytest.assertion.rewrite import rewrite_asserts
+
+    tree = ast.parse(code, filename=filename)
+    rewrite_asserts(tree, code.encode())
+    return compile(tree, filename, "exec")
+
+
+def failure_report(page: str, page_lines: list[int], filename: str, error: BaseException) -> str:
+    """Where a block failed, in page lines, and why."""
+    frames = [f for f in traceback.extract_tb(error.__traceback__) if f.filename == filename]
+    message = str(error).strip()
+    if isinstance(error, AssertionError) and message:
+        message = "\n".join(line for line in message.splitlines() if line.strip())
+    if frames:
+        line = page_lines[frames[-1].lineno - 1]
+        where = f"{page}:{line}"
+        source = frames[-1].line or ""
+    elif isinstance(error, SyntaxError) and error.lineno:
+        line = page_lines[min(error.lineno, len(page_lines)) - 1]
+        where, source = f"{page}:{line}", (error.text or "").strip()
+    else:
+        where, source = page, ""
+    report = [f"{type(error).__name__} at {where}"]
+    if source:
+        report.append(f"    {source.strip()}")
+    if message:
+        report.append(message)
+    stack = traceback.extract_tb(error.__traceback__)
+    last_block = max((k for k, f in enumerate(stack) if f.filename == filename), default=None)
+    if last_block is not None and last_block + 1 < len(stack):  # raised in code the block called
+        last = stack[-1]
+        report.append(f"raised in {last.filename}:{last.lineno} ({last.name}): {last.line}")
+    return "\n".join(report)
+
+
+def output_diff(expected: str, output: str, first_line: int) -> str:
+    """A unified diff of the expected output (as on the page) and what the block printed."""
+    diff = difflib.unified_diff(
+        expected.splitlines(keepends=True),
+        output.splitlines(keepends=True),
+        fromfile=f"expected output (page line {first_line})",
+        tofile="printed by the block",
+    )
+    return "".join(line if line.endswith("\n") else line + "\n" for line in diff)
+
+
+def expected_output_line(page: Path, last_code_line: int) -> int:
+    """Page line of the first line of the expected-output fence after a block."""
+    lines = page.read_text(encoding="utf-8").splitlines()
+    for k in range(last_code_line + 1, len(lines) + 1):
+        if FENCE.match(lines[k - 1]) and k > last_code_line + 1:
+            return k + 1
+    return last_code_line
+
+
+if TestBlock is not None:
+
+    class BookBlock(TestBlock):
+        """A pytest-codeblocks item whose Python blocks report failures by page line."""
+
+        def runtest(self):
+            """Run the block; raise `CodeBlockError` with a report if it fails."""
+            block = self.obj
+            if block.syntax != "python":
+                return super().runtest()
+            if block.importorskip is not None:
+                pytest.importorskip(block.importorskip)
+            page = Path(self.path)
+            shown = page.relative_to(Path.cwd()) if page.is_relative_to(Path.cwd()) else page
+            page_lines = block_page_lines(page, block.lineno, len(block.code.splitlines()))
+            filename = f"<{shown} block at line {block.lineno}>"
+            linecache.cache[filename] = (
+                len(block.code),
+                None,
+                block.code.splitlines(keepends=True),
+                filename,
+            )
+            with stdout_io() as printed:
+                try:
+                    exec(compile_block(block.code, filename), {"__MODULE__": "__main__"})
+                except Exception as error:
+                    report = failure_report(str(shown), page_lines, filename, error)
+                    output = printed.getvalue()
+                    if output:
+                        report += "\nprinted before the failure:\n" + output.rstrip("\n")
+                    raise CodeBlockError(report) from None
+            output = printed.getvalue()
+            expected = block.expected_output
+            if expected is None:
+                return None
+            if block.expected_output_ignore_whitespace:
+                same = re.sub(r"\s+", "", expected) == re.sub(r"\s+", "", output)
+            else:
+                same = expected == output
+            if not same:
+                first = expected_output_line(page, page_lines[-1] if page_lines else block.lineno)
+                raise CodeBlockError(
+                    f"the output differs from the expected output of the block at "
+                    f"{shown}:{block.lineno}:\n" + output_diff(expected, output, first)
+                )
+            return None
+
+        def repr_failure(self, excinfo):
+            """Our report for a block that failed, pytest's for anything else."""
+            if isinstance(excinfo.value, CodeBlockError):
+                return str(excinfo.value)
+            return super().repr_failure(excinfo)
+
+    class BookMarkdownFile(MarkdownFile):
+        """pytest-codeblocks' collector, yielding `BookBlock` items."""
+
+        def collect(self):
+            """The blocks of the page, as `BookBlock` items with their marks."""
+            for item in super().collect():
+                block = BookBlock.from_parent(parent=self, name=item.name)
+                block.obj = item.obj
+                for mark in item.obj.marks:  # as pytest-codeblocks adds them
+                    block.add_marker(eval(mark, {"sys": sys, "pytest": pytest}))
+                yield block
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_collect_file(file_path, parent):
+        """Swap pytest-codeblocks' Markdown collector for `BookMarkdownFile`."""
+        collectors = yield
+        swapped = []
+        for collector in collectors or []:
+            if type(collector) is MarkdownFile:
+                collector = BookMarkdownFile.from_parent(parent, path=file_path)
+            swapped.append(collector)
+        return swapped
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit("this is a pytest plugin: run `pytest --codeblocks docs/`")
