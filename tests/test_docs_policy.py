@@ -6,7 +6,8 @@ pytest-codeblocks runs a fence only when its info string is exactly ``python``, 
 - an include of package source (``python title="attention_book/..."`` whose body is only
   ``--8<--`` lines naming existing sections), which tests/ covers;
 - the expected output of the block above it (after ``<!--pytest-codeblocks:expected-output-->``);
-- plain ``text``.
+- plain ``text``, but not right after a runnable block: output shown there would never be
+  compared with what the block prints (stale numbers), so it needs the expected-output marker.
 
 A skipped block must say why: ``<!--pytest.mark.skip(reason="...")-->``.
 """
@@ -36,12 +37,14 @@ class Fence:
     info: str
     body: list[str]
     marks: list[str]
+    follows: str | None = None  # info string of the fence just before, if no prose between
 
 
 def fences(text: str) -> list[Fence]:
     """Every fenced block of a Markdown text, with the comment marks just before it."""
     lines = text.splitlines()
     found, marks, i = [], [], 0
+    previous = None  # the last fence, until prose comes between it and the next one
     while i < len(lines):
         mark = MARK.match(lines[i])
         if mark:
@@ -51,7 +54,7 @@ def fences(text: str) -> list[Fence]:
         match = FENCE.match(lines[i])
         if not match:
             if lines[i].strip():
-                marks = []
+                marks, previous = [], None
             i += 1
             continue
         indent, ticks = match["indent"], match["ticks"]
@@ -59,7 +62,8 @@ def fences(text: str) -> list[Fence]:
         while j < len(lines) and not lines[j].strip().startswith(ticks):
             j += 1
         body = [line[len(indent) :] for line in lines[i + 1 : j]]
-        found.append(Fence(i + 1, match["info"].strip(), body, marks))
+        found.append(Fence(i + 1, match["info"].strip(), body, marks, previous))
+        previous = match["info"].strip()
         marks, i = [], j + 1
     return found
 
@@ -86,6 +90,12 @@ def problems(text: str) -> list[str]:
                 mark.startswith("pytest.mark.skip") and not re.search(r"reason\s*=\s*\S", mark)
             ):
                 found.append(f"{where}: a skipped block must state its reason: {mark}")
+        if fence.info == "text" and fence.follows in EXECUTED:
+            found.append(
+                f"{where}: output right after a runnable block is never checked; mark it "
+                "<!--pytest-codeblocks:expected-output--> (or put prose between the two)"
+            )
+            continue
         if fence.info in EXECUTED or fence.info == "text":
             continue
         title = re.fullmatch(r'python title="(?P<path>attention_book/[^"]+\.py)"', fence.info)
@@ -124,6 +134,7 @@ BAD_FENCES = [
     "<!--pytest.mark.skip-->\n```python\nprint(1)\n```",
     "<!--pytest-codeblocks:skip-->\n```python\nprint(1)\n```",
     '??? success "Solution"\n\n    ```py\n    print(1)\n    ```',
+    "```python\nprint(1)\n```\n\n```text\n1\n```",  # output that nothing compares
 ]
 
 GOOD_FENCES = [
@@ -134,6 +145,7 @@ GOOD_FENCES = [
     '--8<-- "attention_book/plotting.py:show_heatmaps"\n```',
     '<!--pytest.mark.skip(reason="starts a server")-->\n```bash\nmake serve\n```',
     '??? success "Solution"\n\n    ```python\n    print(1)\n    ```',
+    "```python\nprint(1)\n```\n\nIt prints a table like this one:\n\n```text\n| a |\n```",
 ]
 
 
