@@ -7,10 +7,12 @@ norm before each sublayer (pre-norm, as GPT-2 does), which trains stably without
 
 Generation runs the model once per new token. Without a cache each step runs the whole prefix
 again; with `KVCache` each layer keeps the projected keys and values of the positions it has
-seen, so a step runs only the new token and attends to the cached keys. The options of the
-chapter on optimizations are keyword arguments: grouped-query attention (``num_kv_heads``),
-rotary, sinusoidal or learned positions (``positional``), a causal sliding window
-(``window``) and linear attention (``attention="linear"``).
+seen, so a step runs only the new token and attends to the cached keys. Causal linear
+attention needs no keys at all: its cache, `LinearAttentionCache`, holds the running sums of
+the recurrent form, whose size does not grow with the sequence. The options of the chapter on
+optimizations are keyword arguments: grouped-query attention (``num_kv_heads``), rotary,
+sinusoidal or learned positions (``positional``), a causal sliding window (``window``) and
+linear attention (``attention="linear"``).
 """
 
 from __future__ import annotations
@@ -18,14 +20,14 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
-from attention_book.linear_attention import linear_attention
+from attention_book.linear_attention import causal_linear_attention_step, linear_attention
 from attention_book.masking import causal_mask, sliding_window_mask
 from attention_book.multihead import GroupedQueryAttention, merge_heads
 from attention_book.positional import LearnedPositionalEmbedding, PositionalEncoding
 from attention_book.rotary import apply_rotary
 from attention_book.validation import check_tokens
 
-__all__ = ["GPT", "CausalSelfAttention", "GPTBlock", "KVCache"]
+__all__ = ["GPT", "CausalSelfAttention", "GPTBlock", "KVCache", "LinearAttentionCache"]
 
 POSITIONALS = ("rope", "sinusoidal", "learned", "none")
 ATTENTIONS = ("softmax", "linear")
@@ -116,6 +118,63 @@ class KVCache:
 # --8<-- [end:KVCache]
 
 
+# --8<-- [start:LinearAttentionCache]
+class LinearAttentionCache:
+    """The state of causal linear attention in every layer: what replaces the key/value cache.
+
+    Each layer keeps, per head, the running sums ``S = sum_j phi(k_j) v_j^T`` and
+    ``z = sum_j phi(k_j)`` of the positions seen so far
+    (`attention_book.linear_attention.causal_linear_attention_step`). Their size does not
+    depend on the number of positions.
+
+    Args:
+        num_blks: Number of layers.
+        batch_size: Number of sequences.
+        num_heads: Query heads per layer (the sums are kept per query head).
+        head_dim: Features per head.
+        dtype: dtype of the sums.
+        device: Where to store them.
+
+    Shapes:
+        - sums: ``(num_blks, batch, num_heads, head_dim, head_dim)``
+        - normalizers: ``(num_blks, batch, num_heads, head_dim)``
+    """
+
+    def __init__(
+        self,
+        num_blks: int,
+        batch_size: int,
+        num_heads: int,
+        head_dim: int,
+        dtype: torch.dtype = torch.float32,
+        device: torch.device | str | None = None,
+    ):
+        shape = (num_blks, batch_size, num_heads, head_dim)
+        self.sums = torch.zeros(*shape, head_dim, dtype=dtype, device=device)
+        self.normalizers = torch.zeros(shape, dtype=dtype, device=device)
+        self.length = 0  # positions summed by every layer
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of the state, whatever the number of positions."""
+        return self.sums.nbytes + self.normalizers.nbytes
+
+    def read(self, layer: int) -> tuple[Tensor, Tensor]:
+        """The running sums of one layer, ``(S, z)``."""
+        return self.sums[layer], self.normalizers[layer]
+
+    def write(self, layer: int, state: tuple[Tensor, Tensor]) -> None:
+        """Store the running sums of one layer after its new positions."""
+        self.sums[layer], self.normalizers[layer] = state
+
+    def advance(self, n: int) -> None:
+        """Count ``n`` more positions as summed (after every layer has called `write`)."""
+        self.length += n
+
+
+# --8<-- [end:LinearAttentionCache]
+
+
 # --8<-- [start:CausalSelfAttention]
 class CausalSelfAttention(nn.Module):
     """Causal self-attention with grouped-query heads, rotary positions and a key/value cache.
@@ -151,13 +210,15 @@ class CausalSelfAttention(nn.Module):
         )
         self.rotary, self.window, self.kind = rotary, window, attention
 
-    def forward(self, X: Tensor, cache: KVCache | None = None, layer: int = 0) -> Tensor:
+    def forward(
+        self, X: Tensor, cache: KVCache | LinearAttentionCache | None = None, layer: int = 0
+    ) -> Tensor:
         """Attend from each new position to itself and the positions before it.
 
         Args:
             X: Representations of the new positions.
-            cache: Keys and values of earlier positions, updated in place; None: ``X`` is
-                the whole sequence.
+            cache: Keys and values (or linear attention's sums) of earlier positions, updated
+                in place; None: ``X`` is the whole sequence.
             layer: This layer's index in the cache.
 
         Returns:
@@ -168,22 +229,61 @@ class CausalSelfAttention(nn.Module):
         if self.rotary:
             positions = torch.arange(start, start + X.shape[1], device=X.device)
             queries, keys = apply_rotary(queries, positions), apply_rotary(keys, positions)
+        if self.kind == "linear":
+            return self.heads.W_o(merge_heads(self.linear(queries, keys, values, cache, layer)))
         if cache is not None:
             keys, values = cache.update(layer, keys, values)  # (batch, h_kv, start + n, d)
-        if self.kind == "linear":
-            group = self.heads.num_heads // self.heads.num_kv_heads
-            keys = keys.repeat_interleave(group, dim=1)  # (batch, num_heads, n, head_dim)
-            values = values.repeat_interleave(group, dim=1)
-            output = linear_attention(queries, keys, values, causal=True)
-            return self.heads.W_o(merge_heads(output))  # (batch, n, num_hiddens)
         num_queries, num_keys = queries.shape[2], keys.shape[2]
         if self.window is not None:
-            mask = sliding_window_mask(num_queries, num_keys, self.window, X.device)
+            # Keys more than `window - 1` before the first query are never seen: drop them,
+            # so a cached step costs O(window), not O(position).
+            visible = min(num_keys, self.window + num_queries - 1)
+            keys, values = keys[:, :, -visible:], values[:, :, -visible:]
+            mask = sliding_window_mask(num_queries, visible, self.window, X.device)
         elif num_queries == num_keys:  # square: let the fused kernel apply its causal mask
             return self.heads.attend(queries, keys, values, is_causal=True)
         else:  # the queries are the last positions: bottom-right alignment
             mask = causal_mask(num_queries, num_keys, X.device, alignment="bottom-right")
         return self.heads.attend(queries, keys, values, attn_mask=mask)
+
+    def linear(
+        self,
+        queries: Tensor,
+        keys: Tensor,
+        values: Tensor,
+        cache: LinearAttentionCache | None,
+        layer: int,
+    ) -> Tensor:
+        """Causal linear attention: all positions at once, or step by step from a cache.
+
+        Args:
+            queries: Projected queries of the new positions.
+            keys: Their projected keys.
+            values: Their projected values.
+            cache: The running sums of earlier positions, or None.
+            layer: This layer's index in the cache.
+
+        Returns:
+            The heads' outputs, before they are merged.
+
+        Shapes:
+            - queries: ``(batch, num_heads, n, head_dim)``
+            - keys, values: ``(batch, num_kv_heads, n, head_dim)``
+            - returns: ``(batch, num_heads, n, head_dim)``
+        """
+        group = self.heads.num_heads // self.heads.num_kv_heads
+        keys = keys.repeat_interleave(group, dim=1)  # (batch, num_heads, n, head_dim)
+        values = values.repeat_interleave(group, dim=1)
+        if cache is None:
+            return linear_attention(queries, keys, values, causal=True)
+        state, outputs = cache.read(layer), []
+        for t in range(queries.shape[2]):  # the recurrent form, one position at a time
+            output, state = causal_linear_attention_step(
+                queries[:, :, t], keys[:, :, t], values[:, :, t], state
+            )  # (batch, num_heads, head_dim)
+            outputs.append(output)
+        cache.write(layer, state)
+        return torch.stack(outputs, dim=2)  # (batch, num_heads, n, head_dim)
 
 
 # --8<-- [end:CausalSelfAttention]
@@ -234,7 +334,9 @@ class GPTBlock(nn.Module):
         )
         self.dropout = nn.Dropout(dropout)
 
-    def forward(self, X: Tensor, cache: KVCache | None = None, layer: int = 0) -> Tensor:
+    def forward(
+        self, X: Tensor, cache: KVCache | LinearAttentionCache | None = None, layer: int = 0
+    ) -> Tensor:
         """Apply both sublayers with their residual connections.
 
         Args:
@@ -264,7 +366,7 @@ class GPT(nn.Module):
         ffn_num_hiddens: Hidden size of the feed-forward networks (default ``4 * num_hiddens``).
         num_kv_heads: Key/value heads per layer (default ``num_heads``; 1: multi-query).
         dropout: Dropout probability.
-        max_len: Longest sequence (learned and sinusoidal positions; default cache size).
+        max_len: Most positions of learned and sinusoidal positions, and of a default cache.
         positional: ``"rope"`` (rotary, the default), ``"sinusoidal"``, ``"learned"`` or
             ``"none"``.
         window: If given, every layer attends within a causal sliding window of this size.
@@ -275,8 +377,9 @@ class GPT(nn.Module):
         - output: ``(batch, n, vocab_size)``
 
     Raises:
-        ValueError: For an unknown ``positional`` or ``attention``, a ``window`` below 1, or
-            head counts that do not divide (see `GroupedQueryAttention`).
+        ValueError: For an unknown ``positional`` or ``attention``, a ``window`` below 1, a
+            ``window`` with linear attention, or head counts that do not divide (see
+            `GroupedQueryAttention`).
     """
 
     def __init__(
@@ -299,18 +402,20 @@ class GPT(nn.Module):
             raise ValueError(f"positional must be one of {POSITIONALS}, got {positional!r}")
         if attention not in ATTENTIONS:
             raise ValueError(f"attention must be one of {ATTENTIONS}, got {attention!r}")
-        if window is not None and window < 1:
-            raise ValueError(f"window must be at least 1 or None, got {window}")
+        if window is not None and (window < 1 or attention == "linear"):
+            raise ValueError(
+                f"window must be at least 1, and only with softmax attention, got window={window} "
+                f"and attention={attention!r}"
+            )
         self.num_kv_heads = num_kv_heads or num_heads
         self.max_len, self.positional, self.kind = max_len, positional, attention
         self.embedding = nn.Embedding(vocab_size, num_hiddens)
+        self.position: nn.Module | None = None  # rotary positions act inside attention
         if positional == "sinusoidal":
-            self.position = PositionalEncoding(num_hiddens, dropout, max_len)
+            self.position = PositionalEncoding(num_hiddens, 0.0, max_len)
         elif positional == "learned":
-            self.position = LearnedPositionalEmbedding(num_hiddens, dropout, max_len)
-        else:  # rotary positions act inside attention; "none" has no positions at all
-            self.position = None
-            self.dropout = nn.Dropout(dropout)
+            self.position = LearnedPositionalEmbedding(num_hiddens, 0.0, max_len)
+        self.dropout = nn.Dropout(dropout)
         self.blks = nn.ModuleList(
             GPTBlock(
                 num_hiddens,
@@ -327,12 +432,14 @@ class GPT(nn.Module):
         self.ln_f = nn.LayerNorm(num_hiddens)
         self.head = nn.Linear(num_hiddens, vocab_size, bias=False)
 
-    def forward(self, tokens: Tensor, cache: KVCache | None = None) -> Tensor:
+    def forward(
+        self, tokens: Tensor, cache: KVCache | LinearAttentionCache | None = None
+    ) -> Tensor:
         """Next-token logits at every position of ``tokens``.
 
         Args:
             tokens: Token indices; with a cache, the positions that follow the cached ones.
-            cache: Optional `KVCache`, read and extended in place.
+            cache: Optional cache from `new_cache`, read and extended in place.
 
         Returns:
             The logits.
@@ -344,28 +451,38 @@ class GPT(nn.Module):
         check_tokens("tokens", tokens)
         start = 0 if cache is None else cache.length
         X = self.embedding(tokens)  # (batch, n, num_hiddens)
-        X = self.dropout(X) if self.position is None else self.position(X, offset=start)
+        if self.position is not None:
+            X = self.position(X, offset=start)  # add the positions start, start + 1, ...
+        X = self.dropout(X)
         for layer, blk in enumerate(self.blks):
             X = blk(X, cache, layer)
         if cache is not None:
             cache.advance(tokens.shape[1])
         return self.head(self.ln_f(X))  # (batch, n, vocab_size)
 
-    def new_cache(self, batch_size: int, max_len: int | None = None) -> KVCache:
-        """An empty `KVCache` for this model, on its device and in its dtype.
+    def new_cache(
+        self, batch_size: int, max_len: int | None = None
+    ) -> KVCache | LinearAttentionCache:
+        """An empty cache for this model, on its device and in its dtype.
 
         Args:
             batch_size: Number of sequences.
-            max_len: Most positions (default: the model's ``max_len``).
+            max_len: Most positions of a `KVCache` (default: the model's ``max_len``); a
+                `LinearAttentionCache` has no limit.
 
         Returns:
-            The cache.
+            A `KVCache` for softmax attention, a `LinearAttentionCache` for linear attention.
         """
-        attention = self.blks[0].attention.heads
-        weight = attention.W_k.weight
+        heads = self.blks[0].attention.heads
+        weight = heads.W_k.weight
+        if self.kind == "linear":
+            return LinearAttentionCache(
+                len(self.blks), batch_size, heads.num_heads, heads.head_dim,
+                weight.dtype, weight.device,
+            )  # fmt: skip
         return KVCache(
             len(self.blks), batch_size, self.num_kv_heads, max_len or self.max_len,
-            attention.head_dim, weight.dtype, weight.device,
+            heads.head_dim, weight.dtype, weight.device,
         )  # fmt: skip
 
     @torch.no_grad()
@@ -373,10 +490,11 @@ class GPT(nn.Module):
         """Greedy decoding: append the most probable next token ``max_new_tokens`` times.
 
         Args:
-            tokens: The prompts, all of the same length.
+            tokens: The prompts, all of the same length (at least 1).
             max_new_tokens: Number of tokens to append.
-            use_cache: Run each step on the new token with a `KVCache` (True), or run the
-                whole sequence again at every step (False). Both give the same tokens.
+            use_cache: Run each step on the new token with a cache from `new_cache` (True),
+                or run the whole sequence again at every step (False). Both give the same
+                tokens.
 
         Returns:
             The prompts followed by the generated tokens.
@@ -386,11 +504,16 @@ class GPT(nn.Module):
             - returns: ``(batch, length + max_new_tokens)``
 
         Raises:
-            ValueError: If ``use_cache`` with linear attention, which has no key/value cache.
+            ValueError: If ``tokens`` is not a non-empty 2-D integer tensor or
+                ``max_new_tokens`` is negative.
         """
         check_tokens("tokens", tokens)
-        if use_cache and self.kind == "linear":
-            raise ValueError("use_cache=True needs softmax attention; pass use_cache=False")
+        if tokens.shape[1] == 0 or max_new_tokens < 0:
+            raise ValueError(
+                f"tokens must hold at least one token per prompt and max_new_tokens must be "
+                f"non-negative, got tokens of shape {tuple(tokens.shape)} and "
+                f"max_new_tokens={max_new_tokens}"
+            )
         was_training = self.training
         self.eval()
         length = tokens.shape[1] + max_new_tokens
