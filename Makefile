@@ -1,6 +1,7 @@
 # The two commands of the README, and the targets they build on.
 #   make serve   set up, then serve the book at http://127.0.0.1:8000 with live reload
 #   make test    set up, then run the whole gate (what CI runs)
+#   make page PAGE=docs/chapters/x.md   the same gate for one page (see CONTRIBUTING.md)
 # Every target installs what it needs first; nothing relies on what was installed by hand.
 
 PYTHON ?= $(shell command -v python3.11 2>/dev/null || command -v python3)
@@ -13,7 +14,7 @@ export MPLBACKEND := Agg
 export PYTHONDONTWRITEBYTECODE := 1
 export NO_MKDOCS_2_WARNING := 1
 
-.PHONY: setup serve site test lint unit snippets build browser chromium clean clean-cache
+.PHONY: setup serve site test page lint unit snippets build browser chromium clean clean-cache
 
 setup: $(STAMP)
 
@@ -39,6 +40,23 @@ lint: setup
 
 unit: setup
 	$(BIN)/pytest tests/
+
+# One page: the docs policy for it, its snippets, the strict build, the browser check of it alone.
+# A page without a runnable block makes pytest exit with 5 ("no tests ran"): that is not a failure.
+page: setup chromium
+	@case "$(PAGE)" in docs/*.md|README.md) test -f "$(PAGE)";; *) false;; esac || { \
+	  echo "usage: make page PAGE=docs/chapters/<page>.md (got PAGE='$(PAGE)')"; exit 2; }
+	$(BIN)/pytest -q -p no:cacheprovider \
+	  "tests/test_docs_policy.py::test_every_fence_runs_or_says_why_not[$(PAGE)]" \
+	  "tests/test_docs_policy.py::test_every_python_block_passes_ruff[$(PAGE)]"
+	@TRITON_INTERPRET=$${TRITON_INTERPRET:-$$($(BIN)/python -c \
+	  "import torch; print(0 if torch.cuda.is_available() else 1)")} \
+	  $(BIN)/pytest --codeblocks -p no:cacheprovider "$(PAGE)"; status=$$?; \
+	  if [ $$status = 5 ]; then echo "$(PAGE): no runnable block (pytest exit 5), nothing to run"; \
+	  elif [ $$status != 0 ]; then exit $$status; fi
+	$(BIN)/mkdocs build --strict
+	@test "$(PAGE)" = README.md || \
+	  $(BIN)/python tests/browser_check.py site --page "$(PAGE)" --screenshots screenshots
 
 # Triton reads TRITON_INTERPRET once, at its first import, and the pages' blocks share one
 # process: without a CUDA GPU the whole run uses Triton's interpreter, unless it is set already.

@@ -1,6 +1,7 @@
 """Open the built site in headless Chromium and check what a reader would see.
 
-Usage: ``python tests/browser_check.py site --screenshots screenshots``
+Usage: ``python tests/browser_check.py site --screenshots screenshots``; add
+``--page docs/chapters/x.md`` (several times if needed) to check only those pages.
 
 For every page of the site it fails on a console error, an uncaught exception, a failed
 request or an HTTP error, an image that did not load (``naturalWidth == 0``) and a formula that
@@ -47,10 +48,15 @@ PAGE_STATE = """async () => {
       src: img.currentSrc || img.src,
       ok: img.complete && img.naturalWidth > 0,
     })),
-    math: math.map(el => ({
-      text: el.textContent.slice(0, 80),
-      ok: el.querySelector('mjx-container') !== null && el.querySelector(MATH_ERROR) === null,
-    })),
+    math: math.map(el => {
+      const error = el.querySelector(MATH_ERROR);
+      return {
+        text: el.textContent.slice(0, 80),
+        ok: el.querySelector('mjx-container') !== null && error === null,
+        // MathJax's own message: "Undefined control sequence \\foo", or the red macro name.
+        error: error && (error.getAttribute('data-mjx-error') || error.textContent).slice(0, 160),
+      };
+    }),
     mathjax: Boolean(window.MathJax && window.MathJax.startup),
   };
 }"""
@@ -130,7 +136,8 @@ def check_page(context, url: str, screenshot: Path | None) -> PageReport:
             report.problems.append("page has math but MathJax did not load")
         for formula in state["math"]:
             if not formula["ok"]:
-                report.problems.append(f"math not rendered: {formula['text']!r}")
+                why = f" (MathJax: {formula['error']})" if formula["error"] else ""
+                report.problems.append(f"math not rendered: {formula['text']!r}{why}")
         if screenshot is not None:
             screenshot.parent.mkdir(parents=True, exist_ok=True)
             page.screenshot(path=str(screenshot), full_page=True)
@@ -156,6 +163,25 @@ def check_search(context, base_url: str, query: str = "attention") -> list[str]:
         return [f"search for {query!r} failed: {exc}"]
     finally:
         page.close()
+
+
+def page_url(source: str) -> str:
+    """The URL path of a page given by its source file, e.g. ``docs/chapters/x.md``.
+
+    Args:
+        source: ``docs/...`` path of a Markdown page or of the Quick tour's ``.py``, or a URL
+            path (``/chapters/x/``) as it is.
+
+    Returns:
+        The page's URL path, with a trailing slash.
+    """
+    if source.startswith("/"):
+        return source if source.endswith("/") else source + "/"
+    path = source.removeprefix("./").removeprefix("docs/")
+    for suffix in (".md", ".py", ".ipynb"):
+        path = path.removesuffix(suffix)
+    path = path.removesuffix("index").rstrip("/")
+    return f"/{path}/" if path else "/"
 
 
 def screenshot_name(url_path: str, scheme: str) -> str:
@@ -212,11 +238,26 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("site", type=Path, help="the built site folder")
     parser.add_argument("--screenshots", type=Path, default=None)
     parser.add_argument("--no-dark", action="store_true", help="check light mode only")
+    parser.add_argument(
+        "--page",
+        action="append",
+        help="check only this page (docs/chapters/x.md or /chapters/x/); repeat for more",
+    )
     args = parser.parse_args(argv)
     if not (args.site / "index.html").exists():
         print(f"{args.site}/index.html not found: build the site first (make site)")
         return 1
-    reports = check_site(args.site, args.screenshots, dark=not args.no_dark)
+    pages = None
+    if args.page:
+        pages = [page_url(page) for page in args.page]
+        absent = [p for p in pages if p not in site_pages(args.site)]
+        if absent:
+            print(f"not pages of {args.site}: {', '.join(absent)}")
+            return 1
+    # The search box is the site's, not a page's: it is checked with the whole site.
+    reports = check_site(
+        args.site, args.screenshots, pages, search=pages is None, dark=not args.no_dark
+    )
     failed = [r for r in reports if r.problems]
     for report in reports:
         status = "FAIL" if report.problems else "ok"

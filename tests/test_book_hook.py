@@ -106,3 +106,62 @@ def test_render_passes_the_results_directory(tmp_path):
     book.render(["flash_memory_rss"], tmp_path)
     table = (tmp_path / "flash_memory_rss.md").read_text(encoding="utf-8")
     assert "Run of `benchmarks/flash_memory.py`" in table
+
+
+def test_render_draws_chapters_in_parallel_workers(tmp_path, monkeypatch):
+    # Two chapter modules, two workers: each chapter's figures are drawn by one of them.
+    monkeypatch.setenv("BOOK_JOBS", "2")
+    names = ["home_attention_weights", "cues_qkv_diagram", "cues_pooling_weights"]
+    modules = {name: find_figure(name).__module__ for name in names}
+    book.render(names, tmp_path, modules)
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(f"{n}.svg" for n in names)
+
+
+def test_render_reports_which_chapter_failed(tmp_path):
+    with pytest.raises(book.PluginError, match=r"attention_book.figures.home: exit status 2"):
+        book.render(["no_such_figure"], tmp_path, {"no_such_figure": "attention_book.figures.home"})
+
+
+def test_an_include_of_a_missing_section_names_the_page():
+    include = '--8<-- "attention_book/plotting.py:nope"'
+    page = f'```python title="attention_book/plotting.py"\n{include}\n```\n'
+    with pytest.raises(book.PluginError, match=r"docs/chapters/x.md: .*no section 'nope' in"):
+        book.chapter_notebook(page, "chapters/x/", "", "docs/chapters/x.md")
+    missing = page.replace("plotting.py:nope", "nothing.py:nope")
+    with pytest.raises(book.PluginError, match=r"docs/chapters/x.md: .*no file"):
+        book.chapter_notebook(missing, "chapters/x/", "", "docs/chapters/x.md")
+
+
+def build_files(tmp_path: Path, pages: dict[str, str]):
+    """A mkdocs Files collection of Markdown pages written under tmp_path/docs."""
+    from mkdocs.structure.files import File, Files
+
+    docs = tmp_path / "docs"
+    files = []
+    for uri, text in pages.items():
+        (docs / uri).parent.mkdir(parents=True, exist_ok=True)
+        (docs / uri).write_text(text, encoding="utf-8")
+        files.append(File(uri, str(docs), str(tmp_path / "site"), use_directory_urls=True))
+    return Files(files)
+
+
+def test_an_unknown_figure_names_the_page_that_shows_it(tmp_path, monkeypatch):
+    files = build_files(tmp_path, {"chapters/x.md": "# X\n\n![a](../figures/not_a_figure.svg)\n"})
+    monkeypatch.setattr(book, "CACHE", tmp_path / "cache")
+    monkeypatch.setattr(book, "figure_modules", lambda: {"home_attention_weights": "home"})
+    with pytest.raises(book.PluginError, match=r"docs/chapters/x.md: unknown figure 'not_a_f"):
+        book.add_figures(files, {})
+
+
+def test_a_fragment_shown_as_an_image_says_how_to_insert_it(tmp_path, monkeypatch):
+    files = build_files(tmp_path, {"chapters/x.md": "# X\n\n![a](../figures/table.svg)\n"})
+    monkeypatch.setattr(book, "CACHE", tmp_path / "cache")
+    monkeypatch.setattr(book, "figure_modules", lambda: {"table": "m"})
+
+    def render(names, out_dir, modules):
+        out_dir.mkdir(parents=True)
+        (out_dir / "table.md").write_text("| a |")
+
+    monkeypatch.setattr(book, "render", render)
+    with pytest.raises(book.PluginError, match=r"docs/chapters/x.md: .*returned Markdown.*build:"):
+        book.add_figures(files, {})

@@ -10,7 +10,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from browser_check import check_site, site_pages
+from browser_check import check_site, main, page_url, site_pages
 
 pytestmark = pytest.mark.skipif(
     shutil.which("chromium") is None, reason="needs Debian's chromium (make chromium)"
@@ -75,7 +75,15 @@ def test_an_undefined_macro_fails(tiny_site: Path):
     red = '<mjx-container><mjx-mtext style="color: red;">\\\\nope</mjx-mtext></mjx-container>'
     write_page(tiny_site, "macro", f'<span class="arithmatex">{red}</span>')
     found = problems_of(tiny_site, "/macro/")
-    assert any("math not rendered" in p for p in found), found
+    assert any("math not rendered" in p and "(MathJax: \\\\nope)" in p for p in found), found
+
+
+def test_a_tex_error_prints_mathjax_message(tiny_site: Path):
+    message = "Undefined control sequence \\nope"
+    error = f'<mjx-container><mjx-merror data-mjx-error="{message}">x</mjx-merror></mjx-container>'
+    write_page(tiny_site, "tex-error", f'<span class="arithmatex">{error}</span>')
+    found = problems_of(tiny_site, "/tex-error/")
+    assert any(f"(MathJax: {message})" in p for p in found), found
 
 
 def test_a_console_error_fails(tiny_site: Path):
@@ -106,3 +114,26 @@ def test_screenshots_are_saved(tiny_site: Path, tmp_path_factory):
     shots = tmp_path_factory.mktemp("shots")
     check_site(tiny_site, screenshots=shots, pages=["/"], search=False, dark=True)
     assert sorted(p.name for p in shots.iterdir()) == ["index.dark.png", "index.light.png"]
+
+
+@pytest.mark.parametrize(
+    ("source", "url"),
+    [
+        ("docs/chapters/bahdanau.md", "/chapters/bahdanau/"),
+        ("docs/index.md", "/"),
+        ("docs/quick-tour.py", "/quick-tour/"),
+        ("docs/api/index.md", "/api/"),
+        ("/chapters/x/", "/chapters/x/"),
+    ],
+)
+def test_page_url_maps_a_source_file_to_its_page(source: str, url: str):
+    assert page_url(source) == url
+
+
+def test_the_page_option_checks_only_that_page(tiny_site: Path, capsys):
+    write_page(tiny_site, "chapters/broken", '<img src="/missing.svg">')
+    assert main([str(tiny_site), "--page", "docs/index.md", "--no-dark"]) == 0
+    assert "1 passed, 0 failed" in capsys.readouterr().out
+    assert main([str(tiny_site), "--page", "docs/chapters/broken.md", "--no-dark"]) == 1
+    assert main([str(tiny_site), "--page", "docs/chapters/absent.md"]) == 1
+    assert "not pages of" in capsys.readouterr().out

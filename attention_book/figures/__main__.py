@@ -3,7 +3,13 @@
 Each figure's result is written to ``DIR/NAME.svg`` (a matplotlib figure) or ``DIR/NAME.md``
 (a Markdown fragment). Figures that show committed benchmark results need
 ``--results-dir RESULTS`` (the site build passes ``benchmarks/results``). The site build runs
-this in a fresh interpreter so that an edited package is always the one that draws.
+this in fresh interpreters, one per chapter module when several chapters have figures to draw,
+so that an edited package is always the one that draws and the cores are all used.
+
+``--threads N`` sets PyTorch's number of threads before anything is drawn (the site build
+divides the cores between its workers). ``--list`` prints every figure's name and the module
+that lists it, one per line, and draws nothing: the preview of one figure is
+``python -m attention_book.figures NAME --out-dir /tmp/preview``.
 """
 
 from __future__ import annotations
@@ -13,29 +19,47 @@ import sys
 import time
 from pathlib import Path
 
-from matplotlib.figure import Figure
-
-from attention_book.figures import draw, save_svg
-
 
 def main(argv: list[str] | None = None) -> int:
-    """Render the named figures into a directory.
+    """Render the named figures into a directory, or list the figures.
 
     Args:
         argv: Command-line arguments (defaults to ``sys.argv[1:]``).
 
     Returns:
-        The process exit status: 0 on success.
+        The process exit status: 0 on success, 2 for a name that is not a figure.
     """
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("names", nargs="+", help="figure function names")
-    parser.add_argument("--out-dir", type=Path, required=True)
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("names", nargs="*", help="figure function names")
+    parser.add_argument("--out-dir", type=Path, help="where to write NAME.svg or NAME.md")
     parser.add_argument(
         "--results-dir",
         type=Path,
         help="directory of the committed benchmark results (for the figures that show them)",
     )
+    parser.add_argument("--threads", type=int, help="PyTorch threads for this process")
+    parser.add_argument("--list", action="store_true", help="print 'NAME MODULE' per figure")
     args = parser.parse_args(argv)
+    if args.threads is not None:
+        import torch
+
+        torch.set_num_threads(max(1, args.threads))
+
+    from matplotlib.figure import Figure
+
+    from attention_book.figures import draw, figure_functions, save_svg
+
+    functions = figure_functions()
+    if args.list:
+        for name, function in functions.items():
+            print(name, function.__module__)
+        return 0
+    if not args.names or args.out_dir is None:
+        parser.error("give figure names and --out-dir (or --list)")
+    unknown = [name for name in args.names if name not in functions]
+    if unknown:
+        print(f"not figures: {', '.join(unknown)} (see --list)", file=sys.stderr)
+        return 2
     args.out_dir.mkdir(parents=True, exist_ok=True)
     for name in args.names:
         start = time.perf_counter()

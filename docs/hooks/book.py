@@ -21,18 +21,23 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import multiprocessing
 import os
 import posixpath
 import re
 import subprocess
 import sys
 import time
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from importlib.metadata import version
 from pathlib import Path
+from traceback import format_exception
 
 import nbformat
 from mkdocs.exceptions import PluginError
 from mkdocs.structure.files import File, Files
+
+from attention_book.figures.__main__ import main as draw_figures
 
 log = logging.getLogger("mkdocs.hooks.book")
 
@@ -71,30 +76,73 @@ def package_hash() -> str:
     return digest.hexdigest()[:16]
 
 
-def referenced_names(files: Files) -> tuple[set[str], set[str]]:
-    """Names of the figures and fragments that the Markdown pages reference."""
-    figures, fragments = set(), set()
+def referenced_names(files: Files) -> tuple[dict[str, list[str]], dict[str, list[str]]]:
+    """The figures and the fragments that the Markdown pages reference, each with its pages."""
+    figures: dict[str, list[str]] = {}
+    fragments: dict[str, list[str]] = {}
     for file in files.documentation_pages():
         text = Path(file.abs_src_path).read_text(encoding="utf-8")
-        figures.update(FIGURE_LINK.findall(text))
-        fragments.update(BUILD_FRAGMENT.findall(text))
+        for found, names in ((figures, FIGURE_LINK.findall(text)),
+                             (fragments, BUILD_FRAGMENT.findall(text))):  # fmt: skip
+            for name in names:
+                found.setdefault(name, []).append(f"docs/{file.src_uri}")
     return figures, fragments
 
 
-def render(names: list[str], out_dir: Path) -> None:
-    """Render figures in a fresh interpreter, so that an edited package is the one that draws."""
+def figure_modules() -> dict[str, str]:
+    """Every figure's name and the module that lists it (``python -m attention_book.figures
+    --list``, in a fresh interpreter like the rendering itself)."""
+    command = [sys.executable, "-m", "attention_book.figures", "--list"]
+    env = {**os.environ, "MPLBACKEND": "Agg"}
+    result = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True)
+    if result.returncode != 0:
+        raise PluginError(f"listing the figures failed:\n{result.stderr[-4000:]}")
+    return dict(line.split() for line in result.stdout.splitlines() if line.strip())
+
+
+def render_jobs() -> int:
+    """How many chapters' figures are drawn at once: ``BOOK_JOBS``, or one per core."""
+    return max(1, int(os.environ.get("BOOK_JOBS", 0)) or os.cpu_count() or 1)
+
+
+def render(names: list[str], out_dir: Path, modules: dict[str, str] | None = None) -> None:
+    """Render figures in fresh interpreters, one chapter module at a time per worker.
+
+    The figures of one chapter module are drawn by one worker, in the order given, so that
+    what a chapter computes once (an experiment, a timing) is shared by its figures as in a
+    serial build. Workers run in parallel (`render_jobs`), and the cores are divided between
+    them so that they are used, not oversubscribed.
+    """
     if not names:
         return
     start = time.perf_counter()
-    command = [sys.executable, "-m", "attention_book.figures", *names, "--out-dir", str(out_dir)]
-    command += ["--results-dir", str(results_dir())]
-    env = {**os.environ, "MPLBACKEND": "Agg"}
-    result = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True)
-    for line in result.stdout.splitlines():
-        log.info("figures: %s", line)
-    if result.returncode != 0:
-        raise PluginError(f"rendering figures {names} failed:\n{result.stderr[-4000:]}")
-    log.info("figures: rendered %d in %.1f s", len(names), time.perf_counter() - start)
+    modules = figure_modules() if modules is None else modules
+    groups: dict[str, list[str]] = {}
+    for name in names:
+        groups.setdefault(modules.get(name, "?"), []).append(name)
+    jobs = min(render_jobs(), len(groups))
+    threads = max(1, (os.cpu_count() or 1) // jobs)
+    arguments = ["--out-dir", str(out_dir), "--results-dir", str(results_dir())]
+    arguments += ["--threads", str(threads)]
+    os.environ.setdefault("MPLBACKEND", "Agg")
+    context = multiprocessing.get_context("spawn")  # fresh interpreters: the edited package
+    failures = []
+    with ProcessPoolExecutor(jobs, mp_context=context) as pool:
+        futures = {
+            pool.submit(draw_figures, [*group, *arguments]): m for m, group in groups.items()
+        }
+        for future in as_completed(futures):
+            try:
+                if future.result() != 0:
+                    failures.append(f"{futures[future]}: exit status {future.result()}")
+            except Exception as error:  # the worker's own traceback travels with the error
+                failures.append(f"{futures[future]}: {''.join(format_exception(error))}")
+    if failures:
+        raise PluginError("rendering figures failed:\n" + "\n".join(failures)[-6000:])
+    log.info(
+        "figures: rendered %d in %.1f s (%d workers, %d threads each)",
+        len(names), time.perf_counter() - start, jobs, threads,
+    )  # fmt: skip
 
 
 def add_figures(files: Files, config) -> None:
@@ -108,17 +156,33 @@ def add_figures(files: Files, config) -> None:
     cached = len(wanted) - len(missing)
     if cached:
         log.info("figures: %d of %d from the cache (%s)", cached, len(wanted), out_dir.name)
-    render(missing, out_dir)
+    if missing:
+        modules = figure_modules()
+        unknown = [name for name in missing if name not in modules]
+        if unknown:
+            where = {**fragments, **figures}
+            lines = [f"{', '.join(where[name])}: unknown figure {name!r}" for name in unknown]
+            raise PluginError(
+                "\n".join(lines) + "\nA figure is a function listed in the FIGURES tuple of "
+                "a module of attention_book/figures/ (`python -m attention_book.figures --list`)."
+            )
+        render(missing, out_dir, modules)
     for name in sorted(figures):
         path = out_dir / f"{name}.svg"
         if not path.exists():
-            raise PluginError(f"figure {name!r} returned Markdown, but a page shows it as an SVG")
+            raise PluginError(
+                f"{', '.join(figures[name])}: figure {name!r} returned Markdown, but the page "
+                f"shows it as an SVG; insert it with {{{{ build:{name} }}}}"
+            )
         files.append(File.generated(config, f"figures/{name}.svg", abs_src_path=str(path)))
     _fragments.clear()
     for name in sorted(fragments):
         path = out_dir / f"{name}.md"
         if not path.exists():
-            raise PluginError(f"build fragment {name!r} returned a figure, not Markdown")
+            raise PluginError(
+                f"{', '.join(fragments[name])}: build fragment {name!r} returned a figure, not "
+                f"Markdown; show it with ![...](../figures/{name}.svg)"
+            )
         _fragments[name] = path.read_text(encoding="utf-8").strip()
 
 
@@ -150,15 +214,23 @@ PAGE_LINK = re.compile(r"\]\((?!https?://)(?P<path>[^)\s#]+)\.md(?P<anchor>#[^)\
 CODEBLOCKS_COMMENT = re.compile(r"^\s*<!--\s*(pytest-codeblocks:|pytest\.mark\.).*-->\s*$")
 
 
-def snippet_source(line: str) -> str:
-    """Resolve a ``--8<--`` include line to the source it shows."""
+def snippet_source(line: str, page: str = "a page") -> str:
+    """Resolve a ``--8<--`` include line of `page` to the source it shows."""
     match = SNIPPET.match(line.strip())
     if not match:
         return line
-    text = (ROOT / match["path"]).read_text(encoding="utf-8")
+    path = ROOT / match["path"]
+    if not path.is_file():
+        raise PluginError(f"{page}: {line.strip()}: no file {match['path']}")
+    text = path.read_text(encoding="utf-8")
     if match["section"]:
         start = f"--8<-- [start:{match['section']}]"
         end = f"--8<-- [end:{match['section']}]"
+        if start not in text or end not in text.split(start, 1)[1]:
+            raise PluginError(
+                f"{page}: {line.strip()}: no section {match['section']!r} in {match['path']} "
+                f"(it needs the lines '# {start}' and '# {end}')"
+            )
         text = text.split(start, 1)[1].split("\n", 1)[1].split(end, 1)[0]
         text = text.rsplit("\n", 1)[0]
     return text.strip("\n")
@@ -177,8 +249,13 @@ def absolute_links(line: str, page_url: str, site_url: str) -> str:
     return PAGE_LINK.sub(page, line)
 
 
-def chapter_notebook(markdown: str, page_url: str, site_url: str) -> nbformat.NotebookNode:
-    """Turn a chapter into a notebook: runnable blocks become code cells, the rest Markdown."""
+def chapter_notebook(
+    markdown: str, page_url: str, site_url: str, page: str = "a page"
+) -> nbformat.NotebookNode:
+    """Turn a chapter into a notebook: runnable blocks become code cells, the rest Markdown.
+
+    `page` names the chapter in error messages (an include of a missing section).
+    """
     cells: list[nbformat.NotebookNode] = []
     prose: list[str] = []
     lines = markdown.splitlines()
@@ -213,7 +290,7 @@ def chapter_notebook(markdown: str, page_url: str, site_url: str) -> nbformat.No
             flush_prose()
             cells.append(nbformat.v4.new_code_cell("\n".join(body)))
         else:
-            shown = [snippet_source(line) for line in body]
+            shown = [snippet_source(line, page) for line in body]
             prose.extend([f"```{info.split()[0] if info else ''}", *shown, "```"])
         i = j + 1
     flush_prose()
@@ -250,7 +327,8 @@ def add_notebooks(files: Files, config) -> None:
         if not file.src_uri.startswith(CHAPTERS):
             continue
         markdown = Path(file.abs_src_path).read_text(encoding="utf-8")
-        notebook = chapter_notebook(markdown, file.url, config["site_url"] or "")
+        site_url = config["site_url"] or ""
+        notebook = chapter_notebook(markdown, file.url, site_url, f"docs/{file.src_uri}")
         path = out_dir / Path(notebook_uri(file)).name
         path.write_text(nbformat.writes(notebook), encoding="utf-8")
         files.append(File.generated(config, notebook_uri(file), abs_src_path=str(path)))
