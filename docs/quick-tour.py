@@ -15,7 +15,7 @@
 # cell raises. [Download the notebook](../notebooks/quick-tour.ipynb) and run it yourself from a
 # clone of the book's repository (after `make setup`).
 #
-# In ten cells we train one attention layer on a lookup task. Each example is a small table of
+# In four code cells we train one attention layer on a lookup task. Each example is a small table of
 # (key, value) pairs; a query names one of the keys, and the answer is that key's value. A fixed
 # weighted average cannot solve it, because the right row changes from example to example.
 # Attention can: it scores the query against every key and averages the values with those
@@ -113,5 +113,9 @@ print(f"{int(hits)} of {num_ids} queries weigh the matching key most")
 print(f"smallest top weight: {weights.max(-1).values.min():.3f}")
 
 # %% [markdown]
-# The chapters take this apart piece by piece: where attention pooling comes from, how the
-# scores are computed and masked, and how many such layers make a Transformer.
+# The chapters take this apart piece by piece: where attention pooling comes from
+# ([Attention pooling](../chapters/nadaraya-watson/)), how the scores are computed and masked
+# ([Scoring functions](../chapters/scoring-functions/)), how several heads work side by side
+# ([Multi-head attention](../chapters/multihead-attention/)), how such layers, stacked, make a
+# Transformer ([The Transformer](../chapters/transformer/)), and how a GPU computes attention
+# without storing its weights ([FlashAttention](../chapters/flash-attention/)).

@@ -7,6 +7,7 @@ and the BLEU measurements) lives in `attention_book.experiments.bahdanau`, impor
 from __future__ import annotations
 
 import matplotlib.pyplot as plt
+import torch
 from matplotlib.figure import Figure
 from matplotlib.patches import FancyArrowPatch, FancyBboxPatch
 
@@ -24,18 +25,24 @@ from attention_book.experiments.bahdanau import (
     token_bleu,
 )
 from attention_book.plotting import BOOK_STYLE, new_figure, show_heatmaps
+from attention_book.seq2seq import beam_search
 
 __all__ = [
     "FIGURES",
     "bahdanau_alignment",
+    "bahdanau_alignment_notes",
+    "bahdanau_baseline_caveat",
     "bahdanau_bleu_by_length",
     "bahdanau_decoding_table",
     "bahdanau_diagram",
+    "bahdanau_exercise_length_penalty",
+    "bahdanau_exercise_long_bleu",
     "bahdanau_findings",
     "bahdanau_samples_table",
     "bahdanau_summary",
     "introduction_bottleneck_diagram",
     "introduction_exact_match_by_length",
+    "introduction_exact_match_findings",
 ]
 
 
@@ -162,16 +169,27 @@ def _alignment_example(data: TranslationData) -> int:
     return -max(candidates)[1]
 
 
-def bahdanau_alignment() -> Figure:
-    """Attention weights of the attention model on a long test sentence (greedy decoding)."""
+def _alignment_translation() -> tuple[list[str], list[str], torch.Tensor]:
+    """The alignment example, translated greedily by the attention model.
+
+    Returns:
+        (source tokens with <eos>, generated tokens, attention weights), the weights of shape
+        (num_generated, num_source_tokens).
+    """
     _, attention, data = bahdanau_trained_models()
     source = data.test_pairs[_alignment_example(data)][0]
     (translation,) = bahdanau_translate(attention, data, [source])
     source_tokens = [*tokenize(source), "<eos>"]
     target_tokens = data.tgt_vocab.to_tokens(translation.tokens)
+    return source_tokens, target_tokens, translation.attention_weights[:, : len(source_tokens)]
+
+
+def bahdanau_alignment() -> Figure:
+    """Attention weights of the attention model on a long test sentence (greedy decoding)."""
+    source_tokens, target_tokens, weights = _alignment_translation()
     size = 0.26
     return show_heatmaps(
-        translation.attention_weights[:, : len(source_tokens)],
+        weights,
         xlabel="source (English)",
         ylabel="generated (French)",
         figsize=(size * len(source_tokens) + 1.0, size * len(target_tokens) + 1.0),
@@ -313,6 +331,13 @@ def introduction_exact_match_by_length() -> Figure:
     return fig
 
 
+def _trend(low: float, high: float, tolerance: float = 1.0) -> str:
+    """How a measure moves from the first length bucket to the last: a verb for a sentence."""
+    if high < low - tolerance:
+        return "falls"
+    return "rises" if high > low + tolerance else "stays level"
+
+
 def bahdanau_findings() -> str:
     """Markdown bullets that state what the cached run shows, with its measured numbers."""
     result = bahdanau_experiment()
@@ -325,10 +350,9 @@ def bahdanau_findings() -> str:
     lines = []
     for name, label in (("plain", "Without attention"), ("attention", "With attention")):
         low, high = scores[name][0], scores[name][-1]
-        trend = "falls" if high < low - 1 else "rises" if high > low + 1 else "stays level"
         lines.append(
-            f"- {label}, test BLEU {trend} from {low:.1f} on sources of {first} tokens "
-            f"to {high:.1f} on sources of {last} tokens."
+            f"- {label}, test BLEU {_trend(low, high)} from {low:.1f} on sources of {first} "
+            f"tokens to {high:.1f} on sources of {last} tokens."
         )
     gaps = [a - p for a, p in zip(scores["attention"], scores["plain"], strict=True)]
     ahead = sum(gap > 0 for gap in gaps)
@@ -346,15 +370,125 @@ def bahdanau_findings() -> str:
     return "\n".join(lines) + "\n"
 
 
+def introduction_exact_match_findings() -> str:
+    """Markdown bullets: the share of exactly right translations, shortest and longest sources."""
+    result = bahdanau_experiment()
+    references, lengths = bahdanau_test_references()
+    first, last = _bucket_label(*LENGTH_BUCKETS[0]), _bucket_label(*LENGTH_BUCKETS[-1])
+    lines = []
+    for name, label in (("plain", "without attention"), ("attention", "with attention")):
+        shares = bahdanau_exact_match_by_bucket(result["greedy"][name], references, lengths)
+        lines.append(
+            f"- Exactly right, {label}: {shares[0]:.1f}% of the test sentences of {first} "
+            f"tokens and {shares[-1]:.1f}% of those of {last} tokens (at most "
+            f"{max(shares):.1f}% in any bucket); the share {_trend(shares[0], shares[-1])} "
+            "with length."
+        )
+    return "\n".join(lines) + "\n"
+
+
+def _digit_tokens(sentence: str) -> list[str]:
+    """The tokens of a sentence that contain a digit: years, times, written quantities."""
+    return [token for token in sentence.split() if any(c.isdigit() for c in token)]
+
+
+def bahdanau_baseline_caveat() -> str:
+    """Markdown bullets: how weak the plain model is on short sources, and what copying buys."""
+    result = bahdanau_experiment()
+    references, lengths = bahdanau_test_references()
+    first = _bucket_label(*LENGTH_BUCKETS[0])
+    bleu = {
+        name: bahdanau_bleu_by_bucket(result["greedy"][name], references, lengths)[0][0]
+        for name in ("plain", "attention")
+    }
+    exact = bahdanau_exact_match_by_bucket(result["greedy"]["plain"], references, lengths)[0]
+    with_digits = [i for i, reference in enumerate(references) if _digit_tokens(reference)]
+    copied = {
+        name: sum(
+            _digit_tokens(result["greedy"][name][i]) == _digit_tokens(references[i])
+            for i in with_digits
+        )
+        / len(with_digits)
+        for name in ("plain", "attention")
+    }
+    size = result["num_hiddens"]["plain"]
+    return (
+        f"- On the shortest sources ({first} tokens), which one vector of {size} numbers "
+        f"should be able to hold, the model without attention reaches a BLEU of "
+        f"{bleu['plain']:.1f} and translates {exact:.1f}% of the sentences exactly right; the "
+        f"attention model reaches {bleu['attention']:.1f}.\n"
+        f"- Of the {len(with_digits):,} test sentences whose reference contains digits (years, "
+        "times, quantities written in figures), the model without attention writes exactly "
+        f"the reference's digit tokens, in order, in {100 * copied['plain']:.1f}% of them; the "
+        f"attention model in {100 * copied['attention']:.1f}%.\n"
+    )
+
+
+def bahdanau_alignment_notes() -> str:
+    """A sentence on the figure's alignment: how peaked the rows are, and where the path turns."""
+    source_tokens, target_tokens, weights = _alignment_translation()
+    largest, positions = weights.max(dim=-1)
+    peaked = int((largest > 0.5).sum())
+    text = (
+        f"In the figure, {peaked} of the {len(target_tokens)} generated tokens put more than "
+        "half of their weight on a single source token."
+    )
+    steps = positions.tolist()
+    back = next((k for k in range(1, len(steps)) if steps[k] < steps[k - 1]), None)
+    if back is None:
+        return text + " The path of the largest weights only moves forward: no reordering."
+    return text + (
+        f" The path of the largest weights is not monotone: «{target_tokens[back]}» looks at "
+        f"«{source_tokens[steps[back]]}» (source token {steps[back] + 1}) right after "
+        f"«{target_tokens[back - 1]}» looked at «{source_tokens[steps[back - 1]]}» (source "
+        f"token {steps[back - 1] + 1}): the translation puts these words in another order "
+        "than the source."
+    )
+
+
+def bahdanau_exercise_long_bleu() -> str:
+    """One line: what the exercise on sources of 30 tokens or more printed at build time."""
+    result = bahdanau_experiment()
+    references, lengths = bahdanau_test_references()
+    chosen = [i for i, n in enumerate(lengths) if n >= 30]
+    printed = []
+    for name in ("plain", "attention"):
+        hypotheses = [result["greedy"][name][i] for i in chosen]
+        score = token_bleu(hypotheses, [references[i] for i in chosen])
+        printed.append(f"`{name}: BLEU {score:.1f} on {len(chosen)} sentences`")
+    return "When this page was built, the block printed " + " and ".join(printed) + "."
+
+
+def bahdanau_exercise_length_penalty() -> str:
+    """One line: what the exercise on beam search's length penalty printed at build time."""
+    _, model, data = bahdanau_trained_models()
+    pairs = sorted(data.test_pairs, key=lambda pair: -len(tokenize(pair[0])))[:5]
+    src, src_valid_len = data.encode_sources([source for source, _ in pairs])
+    bos, eos = data.tgt_vocab.bos, data.tgt_vocab.eos
+    printed = []
+    for penalty in (0.0, 1.0):
+        results = beam_search(
+            model, src, src_valid_len, bos, eos, max_len=60, beam_size=4, length_penalty=penalty
+        )
+        printed.append(f"`length_penalty {penalty}: lengths {[len(r.tokens) for r in results]}`")
+    printed.append(f"`reference lengths: {[len(tokenize(target)) for _, target in pairs]}`")
+    return "When this page was built, the block printed " + ", ".join(printed) + "."
+
+
 #: The figures and build-time tables of this module, in the order of the chapters.
 FIGURES = (
     introduction_bottleneck_diagram,
     introduction_exact_match_by_length,
+    introduction_exact_match_findings,
     bahdanau_diagram,
     bahdanau_summary,
     bahdanau_bleu_by_length,
     bahdanau_findings,
+    bahdanau_baseline_caveat,
     bahdanau_samples_table,
     bahdanau_alignment,
+    bahdanau_alignment_notes,
     bahdanau_decoding_table,
+    bahdanau_exercise_long_bleu,
+    bahdanau_exercise_length_penalty,
 )
