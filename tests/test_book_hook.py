@@ -64,21 +64,64 @@ def test_figure_links_are_found_only_in_image_links():
     assert book.FIGURE_LINK.findall(text) == ["one", "two"]
 
 
-def test_package_hash_changes_with_the_source(tmp_path, monkeypatch):
-    (tmp_path / "attention_book").mkdir()
-    source = tmp_path / "attention_book" / "m.py"
-    source.write_text("x = 1\n")
-    monkeypatch.setattr(book, "ROOT", tmp_path)
-    monkeypatch.setattr(book, "PACKAGE", tmp_path / "attention_book")
-    before = book.package_hash()
-    assert book.package_hash() == before
-    source.write_text("x = 2\n")
-    changed = book.package_hash()
-    assert changed != before
-    # A committed benchmark result (e.g. a GPU run) changes the figures that read it.
+# Run in a copy of the package: the hook's figure keys before and after each edit, in order.
+KEYS_SCRIPT = """
+import importlib.util, json, sys
+from pathlib import Path
+spec = importlib.util.spec_from_file_location("book_hook", sys.argv[1])
+book = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(book)
+book.ROOT = Path.cwd()  # the copy, with its own benchmarks/results
+modules, edits = json.loads(sys.argv[2]), json.loads(sys.argv[3])
+changed = []
+for path, text in edits:
+    before = {m: book.figure_key(m, results) for m, results in modules}
+    with open(path, "a", encoding="utf-8") as file:
+        file.write(text)
+    after = {m: book.figure_key(m, results) for m, results in modules}
+    changed.append(sorted(m.rsplit(".", 1)[1] for m in before if before[m] != after[m]))
+print(json.dumps(changed))
+"""
+
+KEYED = [
+    ["attention_book.figures.multihead", False],
+    ["attention_book.figures.self_attention", False],
+    ["attention_book.figures.bahdanau", False],
+    ["attention_book.figures.flash", True],
+]
+
+
+def test_a_figure_key_changes_with_what_the_figure_draws_from_and_nothing_else(tmp_path):
+    import json
+    import shutil
+    import subprocess
+    import sys
+
+    shutil.copytree(ROOT / "attention_book", tmp_path / "attention_book")
     (tmp_path / "benchmarks" / "results").mkdir(parents=True)
-    (tmp_path / "benchmarks" / "results" / "run.json").write_text("{}")
-    assert book.package_hash() != changed
+    edit = "\n# an edit\n"
+    edits = [
+        ["attention_book/experiments/multihead.py", edit],  # one chapter's experiment
+        ["attention_book/multihead.py", edit],  # a module two chapters' experiments import
+        ["attention_book/plotting.py", edit],  # drawing code that most figures use
+        ["attention_book/figures/__init__.py", edit],  # how every SVG is saved
+        ["benchmarks/results/run.json", "{}"],  # a committed benchmark result
+    ]
+    hook = str(ROOT / "docs" / "hooks" / "book.py")
+    result = subprocess.run(
+        [sys.executable, "-c", KEYS_SCRIPT, hook, json.dumps(KEYED), json.dumps(edits)],
+        cwd=tmp_path,
+        env={"PYTHONPATH": str(tmp_path), "PATH": "/usr/bin:/bin", "MPLBACKEND": "Agg"},
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    experiment, module, plotting, svg, results = map(set, json.loads(result.stdout))
+    assert experiment == {"multihead"}
+    assert module == {"multihead", "self_attention"}
+    assert {"multihead", "self_attention", "bahdanau"} <= plotting
+    assert svg == {"multihead", "self_attention", "bahdanau", "flash"}
+    assert results == {"flash"}  # only the figures that show benchmark results
 
 
 def referenced(pattern) -> set[str]:
@@ -148,7 +191,8 @@ def build_files(tmp_path: Path, pages: dict[str, str]):
 def test_an_unknown_figure_names_the_page_that_shows_it(tmp_path, monkeypatch):
     files = build_files(tmp_path, {"chapters/x.md": "# X\n\n![a](../figures/not_a_figure.svg)\n"})
     monkeypatch.setattr(book, "CACHE", tmp_path / "cache")
-    monkeypatch.setattr(book, "figure_modules", lambda: {"home_attention_weights": "home"})
+    index = {"home_attention_weights": ("attention_book.figures.home", False)}
+    monkeypatch.setattr(book, "figure_index", lambda: index)
     with pytest.raises(book.PluginError, match=r"docs/chapters/x.md: unknown figure 'not_a_f"):
         book.add_figures(files, {})
 
@@ -156,10 +200,11 @@ def test_an_unknown_figure_names_the_page_that_shows_it(tmp_path, monkeypatch):
 def test_a_fragment_shown_as_an_image_says_how_to_insert_it(tmp_path, monkeypatch):
     files = build_files(tmp_path, {"chapters/x.md": "# X\n\n![a](../figures/table.svg)\n"})
     monkeypatch.setattr(book, "CACHE", tmp_path / "cache")
-    monkeypatch.setattr(book, "figure_modules", lambda: {"table": "m"})
+    monkeypatch.setattr(
+        book, "figure_index", lambda: {"table": ("attention_book.figures.home", False)}
+    )
 
     def render(names, out_dir, modules):
-        out_dir.mkdir(parents=True)
         (out_dir / "table.md").write_text("| a |")
 
     monkeypatch.setattr(book, "render", render)

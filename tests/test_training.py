@@ -5,6 +5,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -268,6 +269,38 @@ def test_cached_miss_then_hit_then_clear(tmp_cache):
     assert len(calls) == 5
 
 
+CONCURRENT_SCRIPT = """
+import sys, time
+from pathlib import Path
+from attention_book.training import cached
+
+def compute():
+    with open(sys.argv[1], "a") as log:
+        log.write("computed\\n")
+    time.sleep(3)
+    return {"value": 42}
+
+print(cached("shared", {"x": 1}, compute)["value"])
+"""
+
+
+def test_two_processes_compute_a_result_once(tmp_cache, tmp_path):
+    # A parallel site build and the snippets may ask for the same training at once: the
+    # second waits for the first and loads what it saved.
+    log = tmp_path / "computed.txt"
+    env = {**os.environ, "ATTENTION_BOOK_CACHE": str(tmp_cache)}
+    command = [sys.executable, "-c", CONCURRENT_SCRIPT, str(log)]
+    first = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, text=True)
+    for _ in range(300):  # until the first one is computing
+        if log.exists():
+            break
+        time.sleep(0.05)
+    second = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, text=True)
+    outputs = [process.communicate(timeout=120)[0].strip() for process in (first, second)]
+    assert outputs == ["42", "42"]
+    assert log.read_text().splitlines() == ["computed"]
+
+
 def test_cache_key_is_a_hash_of_name_and_config(tmp_cache):
     path = cache_path("demo", {"lr": 0.1})
     assert path.parent == tmp_cache
@@ -345,7 +378,8 @@ class _NotAllowlisted:
 def test_cached_rejects_unsafe_values_at_once_and_recovers_from_damaged_files(tmp_cache):
     with pytest.raises(ValueError, match="cannot be cached"):
         cached("unsafe", {}, _NotAllowlisted)
-    assert not list(tmp_cache.glob("*"))  # no entry, no temporary file left behind
+    # No entry and no temporary file left behind (only the lock file `cached` holds).
+    assert [p.suffix for p in tmp_cache.iterdir()] == [".lock"]
     cached("demo", {}, lambda: 1)
     cache_path("demo", {}).write_bytes(b"not a torch file")
     with pytest.warns(UserWarning, match="unreadable"):

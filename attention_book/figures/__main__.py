@@ -7,8 +7,9 @@ this in fresh interpreters, one per chapter module when several chapters have fi
 so that an edited package is always the one that draws and the cores are all used.
 
 ``--threads N`` sets PyTorch's number of threads before anything is drawn (the site build
-divides the cores between its workers). ``--list`` prints every figure's name and the module
-that lists it, one per line, and draws nothing: the preview of one figure is
+divides the cores between its workers). ``--list`` prints every figure's name, the module that
+lists it and ``results`` for a figure that shows benchmark results (``-`` otherwise), one per
+line, and draws nothing: the preview of one figure is
 ``python -m attention_book.figures NAME --out-dir /tmp/preview``.
 """
 
@@ -38,7 +39,9 @@ def main(argv: list[str] | None = None) -> int:
         help="directory of the committed benchmark results (for the figures that show them)",
     )
     parser.add_argument("--threads", type=int, help="PyTorch threads for this process")
-    parser.add_argument("--list", action="store_true", help="print 'NAME MODULE' per figure")
+    parser.add_argument(
+        "--list", action="store_true", help="print 'NAME MODULE results|-' per figure"
+    )
     args = parser.parse_args(argv)
     if args.threads is not None:
         import torch
@@ -47,12 +50,12 @@ def main(argv: list[str] | None = None) -> int:
 
     from matplotlib.figure import Figure
 
-    from attention_book.figures import draw, figure_functions, save_svg
+    from attention_book.figures import draw, figure_functions, needs_results, save_svg
 
     functions = figure_functions()
     if args.list:
         for name, function in functions.items():
-            print(name, function.__module__)
+            print(name, function.__module__, "results" if needs_results(function) else "-")
         return 0
     if not args.names or args.out_dir is None:
         parser.error("give figure names and --out-dir (or --list)")

@@ -12,6 +12,8 @@ the libraries that compute. ``python -m attention_book.training clear-cache`` em
 from __future__ import annotations
 
 import ast
+import contextlib
+import fcntl
 import functools
 import hashlib
 import inspect
@@ -131,31 +133,50 @@ def cached(name: str, config: dict[str, Any], compute: Callable[[], T], refresh:
     """
     path = cache_path(name, config)
     key = _config_json(name, config)
-    if path.exists() and not refresh:
-        try:
-            entry = torch.load(path, weights_only=True)
-        except Exception as error:  # unreadable (another torch version, a damaged disk)
-            warnings.warn(
-                f"recomputing {path.name}: cached file unreadable ({error})", stacklevel=2
-            )
-        else:
-            if entry.get("key") == key:
-                return entry["value"]
-    value = compute()
-    # Write to a temporary file, then rename: a crash never leaves a half-written entry.
-    with tempfile.NamedTemporaryFile(dir=path.parent, suffix=".tmp", delete=False) as file:
-        torch.save({"key": key, "value": value}, file)
-    try:  # fail now, not at the next run, if the value cannot be loaded safely
-        torch.load(file.name, weights_only=True)
-    except Exception as error:
-        os.unlink(file.name)
-        raise ValueError(
-            f"the result of {name!r} cannot be cached: torch.load(weights_only=True) refuses "
-            f"it ({error}). Cache tensors, state dicts, numbers, strings, lists, dicts and "
-            "History objects, or register your class with torch.serialization.add_safe_globals"
-        ) from None
-    os.replace(file.name, path)
+    # One process computes a result at a time: a second one (a parallel site build, the
+    # snippets) waits for it and then loads what it saved, instead of training it again.
+    with _lock(path):
+        if path.exists() and not refresh:
+            try:
+                entry = torch.load(path, weights_only=True)
+            except Exception as error:  # unreadable (another torch version, a damaged disk)
+                warnings.warn(
+                    f"recomputing {path.name}: cached file unreadable ({error})", stacklevel=2
+                )
+            else:
+                if entry.get("key") == key:
+                    return entry["value"]
+        value = compute()
+        # Write to a temporary file, then rename: a crash never leaves a half-written entry.
+        with tempfile.NamedTemporaryFile(dir=path.parent, suffix=".tmp", delete=False) as file:
+            torch.save({"key": key, "value": value}, file)
+        try:  # fail now, not at the next run, if the value cannot be loaded safely
+            torch.load(file.name, weights_only=True)
+        except Exception as error:
+            os.unlink(file.name)
+            raise ValueError(
+                f"the result of {name!r} cannot be cached: torch.load(weights_only=True) "
+                f"refuses it ({error}). Cache tensors, state dicts, numbers, strings, lists, "
+                "dicts and History objects, or register your class with "
+                "torch.serialization.add_safe_globals"
+            ) from None
+        os.replace(file.name, path)
     return value
+
+
+@contextlib.contextmanager
+def _lock(path: Path):
+    """Hold an exclusive lock on ``path`` + ``.lock`` for the duration of the block.
+
+    The lock is the operating system's (``flock``): it is released when the process ends,
+    even if it crashes, so a stale lock file never blocks anyone.
+    """
+    with open(path.with_suffix(".lock"), "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def clear_cache() -> int:
@@ -168,6 +189,8 @@ def clear_cache() -> int:
     for path in cache_dir().glob("*.pt"):
         path.unlink()
         removed += 1
+    for path in cache_dir().glob("*.lock"):
+        path.unlink(missing_ok=True)
     return removed
 
 
@@ -189,17 +212,19 @@ def source_hash(*objects: Any) -> str:
     return digest.hexdigest()[:16]
 
 
-def imported_modules(module: str) -> list[str]:
+def imported_modules(module: str, *, drawing_code: bool = False) -> list[str]:
     """The package's modules that `module` runs: itself and what it imports, transitively.
 
     Every ``import`` statement of the module's source is read (those inside functions too, so
     a lazy import counts), without running anything, and the modules of this package that they
     name are followed in turn. A subpackage's ``__init__`` counts when a module imports from
     it; the top-level ``attention_book/__init__.py``, which only re-exports, does not. The
-    drawing code (`DRAWING_CODE`) is left out: it never changes a computed result.
+    drawing code (`DRAWING_CODE`) is left out, since it never changes a computed result,
+    unless `drawing_code` is set: what a figure depends on includes how it is drawn.
 
     Args:
         module: A module of this package, e.g. ``"attention_book.experiments.bahdanau"``.
+        drawing_code: Follow the drawing code too (for a figure's key).
 
     Returns:
         The dotted names, sorted.
@@ -215,7 +240,7 @@ def imported_modules(module: str) -> list[str]:
     while todo:
         name = todo.pop()
         path = _module_file(root, name)
-        if name in seen or path is None or _is_drawing_code(root, path):
+        if name in seen or path is None or (not drawing_code and _is_drawing_code(root, path)):
             continue
         seen.add(name)
         todo += _imported_names(name, path)
@@ -256,7 +281,7 @@ def _imported_names(name: str, path: Path) -> list[str]:
 
 
 @functools.cache
-def package_source_hash(module: str | None = None) -> str:
+def package_source_hash(module: str | None = None, *, drawing_code: bool = False) -> str:
     """A short hash of the package's source that a result can depend on.
 
     With `module`, the files of `imported_modules(module)`: an edit to any code the module
@@ -268,6 +293,8 @@ def package_source_hash(module: str | None = None) -> str:
 
     Args:
         module: A module of this package whose imports bound the hash, or None for all.
+        drawing_code: With `module`, include the drawing code it imports (a figure's key:
+            `attention_book.figures.figure_key`).
 
     Returns:
         16 hex digits.
@@ -276,7 +303,8 @@ def package_source_hash(module: str | None = None) -> str:
     if module is None:
         paths = [p for p in root.rglob("*.py") if not _is_drawing_code(root, p)]
     else:
-        paths = [_module_file(root, name) for name in imported_modules(module)]
+        names = imported_modules(module, drawing_code=drawing_code)
+        paths = [_module_file(root, name) for name in names]
     digest = hashlib.sha256()
     for path in sorted(paths, key=lambda p: p.relative_to(root).as_posix()):
         source = path.read_bytes()

@@ -4,9 +4,12 @@ What it does, in build order:
 
 1. ``on_files``: finds every figure a page references (``figures/NAME.svg``) and every
    build fragment (``{{ build:NAME }}``), renders the missing ones with
-   ``python -m attention_book.figures`` into ``.cache/figures/`` (keyed by a hash of the
-   package source and the committed benchmark results, so an unchanged figure is never drawn
-   twice), and adds them to the site without writing into ``docs/``. The hook, not the
+   ``python -m attention_book.figures`` (in parallel worker processes, one chapter module per
+   worker at a time) into ``.cache/figures/``, each under its own key: the source of its
+   module and of the package modules it imports, library and corpus versions, and the
+   committed benchmark results it shows (`figure_key`). An unchanged figure is never drawn
+   twice, and an edit draws again only the figures it can change. Figures are added to the
+   site without writing into ``docs/``. The hook, not the
    package, knows where the results are: it passes ``benchmarks/results`` as
    ``--results-dir``. It also adds MathJax, copied from the ``django-static-mathjax`` package
    that ``requirements.txt`` installs (no CDN), and one Jupyter notebook per chapter for
@@ -20,6 +23,7 @@ What it does, in build order:
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 import multiprocessing
 import os
@@ -27,6 +31,7 @@ import posixpath
 import re
 import subprocess
 import sys
+import tempfile
 import time
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from importlib.metadata import version
@@ -63,16 +68,56 @@ def results_dir() -> Path:
     return ROOT / "benchmarks" / "results"
 
 
-def package_hash() -> str:
-    """Hash of what figures are drawn from: the package source, the committed benchmark
-    results some figures read, and the versions of the libraries that compute and draw them."""
+def figure_index() -> dict[str, tuple[str, bool]]:
+    """Every figure's name, the module that lists it, and whether it shows benchmark results.
+
+    Read from ``python -m attention_book.figures --list`` in a fresh interpreter, and kept in
+    ``.cache/figures/`` under a hash of the drawing code (``attention_book/figures/``), which
+    alone decides which functions are figures: a warm build reads the file instead.
+    """
     digest = hashlib.sha256()
-    versions = {name: version(name) for name in FIGURE_LIBRARIES}
-    digest.update(" ".join(f"{name} {v}" for name, v in versions.items()).encode())
-    results = sorted(results_dir().glob("*.json"))
-    for path in [*sorted(PACKAGE.rglob("*.py")), *results]:
-        digest.update(str(path.relative_to(ROOT)).encode())
-        digest.update(path.read_bytes())
+    for path in sorted((PACKAGE / "figures").glob("*.py")):
+        digest.update(path.name.encode() + b"\0" + path.read_bytes())
+    index_file = CACHE / "figures" / f"index-{digest.hexdigest()[:16]}.json"
+    if index_file.exists():
+        return {name: tuple(entry) for name, entry in json.loads(index_file.read_text()).items()}
+    command = [sys.executable, "-m", "attention_book.figures", "--list"]
+    env = {**os.environ, "MPLBACKEND": "Agg"}
+    result = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True)
+    if result.returncode != 0:
+        raise PluginError(f"listing the figures failed:\n{result.stderr[-4000:]}")
+    index = {}
+    for line in result.stdout.splitlines():
+        name, module, needs = line.split()
+        index[name] = (module, needs == "results")
+    index_file.parent.mkdir(parents=True, exist_ok=True)
+    index_file.write_text(json.dumps(index, sort_keys=True))
+    return index
+
+
+def figure_key(module: str, shows_results: bool) -> str:
+    """Hash of what one figure is drawn from, so that an edit re-renders only what it touches.
+
+    It covers the source of the figure's module and of every package module it imports,
+    transitively, drawing code included (`package_source_hash(module, drawing_code=True)`),
+    the rendering entry point (``attention_book.figures.__main__`` and what it imports: how an
+    SVG is saved), the built-in corpus version, the versions of the libraries that compute
+    and draw, and, for a figure that shows them, the committed benchmark results. Hashes are
+    taken anew at every build (not the per-process cache of `package_source_hash`), so
+    ``mkdocs serve`` sees each edit.
+    """
+    from attention_book.data import CORPUS_VERSION
+    from attention_book.training import package_source_hash
+
+    source_hash = package_source_hash.__wrapped__  # uncached: this process outlives edits
+    digest = hashlib.sha256()
+    versions = " ".join(f"{name} {version(name)}" for name in FIGURE_LIBRARIES)
+    digest.update(f"{versions}\ncorpus {CORPUS_VERSION}\n".encode())
+    for name in (module, "attention_book.figures.__main__"):
+        digest.update(f"{name} {source_hash(name, drawing_code=True)}\n".encode())
+    if shows_results:
+        for path in sorted(results_dir().glob("*.json")):
+            digest.update(path.name.encode() + b"\0" + path.read_bytes())
     return digest.hexdigest()[:16]
 
 
@@ -87,17 +132,6 @@ def referenced_names(files: Files) -> tuple[dict[str, list[str]], dict[str, list
             for name in names:
                 found.setdefault(name, []).append(f"docs/{file.src_uri}")
     return figures, fragments
-
-
-def figure_modules() -> dict[str, str]:
-    """Every figure's name and the module that lists it (``python -m attention_book.figures
-    --list``, in a fresh interpreter like the rendering itself)."""
-    command = [sys.executable, "-m", "attention_book.figures", "--list"]
-    env = {**os.environ, "MPLBACKEND": "Agg"}
-    result = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True)
-    if result.returncode != 0:
-        raise PluginError(f"listing the figures failed:\n{result.stderr[-4000:]}")
-    return dict(line.split() for line in result.stdout.splitlines() if line.strip())
 
 
 def render_jobs() -> int:
@@ -116,7 +150,8 @@ def render(names: list[str], out_dir: Path, modules: dict[str, str] | None = Non
     if not names:
         return
     start = time.perf_counter()
-    modules = figure_modules() if modules is None else modules
+    if modules is None:
+        modules = {name: module for name, (module, _) in figure_index().items()}
     groups: dict[str, list[str]] = {}
     for name in names:
         groups.setdefault(modules.get(name, "?"), []).append(name)
@@ -146,29 +181,37 @@ def render(names: list[str], out_dir: Path, modules: dict[str, str] | None = Non
 
 
 def add_figures(files: Files, config) -> None:
-    """Render what is missing from the cache and hand every figure to the site."""
+    """Render what is missing from the cache and hand every figure to the site.
+
+    Each figure is cached as ``.cache/figures/NAME-KEY.svg`` (or ``.md``) under its own
+    `figure_key`: editing a module draws again only the figures that import it.
+    """
     figures, fragments = referenced_names(files)
-    out_dir = CACHE / "figures" / package_hash()
-    wanted = [(name, "svg") for name in sorted(figures)] + [
-        (name, "md") for name in sorted(fragments)
-    ]
-    missing = [name for name, ext in wanted if not (out_dir / f"{name}.{ext}").exists()]
-    cached = len(wanted) - len(missing)
-    if cached:
-        log.info("figures: %d of %d from the cache (%s)", cached, len(wanted), out_dir.name)
+    index = figure_index()
+    unknown = sorted((set(figures) | set(fragments)) - set(index))
+    if unknown:
+        where = {**fragments, **figures}
+        lines = [f"{', '.join(where[name])}: unknown figure {name!r}" for name in unknown]
+        raise PluginError(
+            "\n".join(lines) + "\nA figure is a function listed in the FIGURES tuple of "
+            "a module of attention_book/figures/ (`python -m attention_book.figures --list`)."
+        )
+    out_dir = CACHE / "figures"
+    keys = {entry: figure_key(*entry) for entry in set(index.values())}
+    wanted = {name: "svg" for name in figures} | {name: "md" for name in fragments}
+    paths = {name: out_dir / f"{name}-{keys[index[name]]}" for name in wanted}
+    missing = sorted(name for name in wanted if not _rendered(paths[name]))
+    if len(wanted) > len(missing):
+        log.info("figures: %d of %d from the cache", len(wanted) - len(missing), len(wanted))
     if missing:
-        modules = figure_modules()
-        unknown = [name for name in missing if name not in modules]
-        if unknown:
-            where = {**fragments, **figures}
-            lines = [f"{', '.join(where[name])}: unknown figure {name!r}" for name in unknown]
-            raise PluginError(
-                "\n".join(lines) + "\nA figure is a function listed in the FIGURES tuple of "
-                "a module of attention_book/figures/ (`python -m attention_book.figures --list`)."
-            )
-        render(missing, out_dir, modules)
+        out_dir.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryDirectory(dir=out_dir, prefix="drawing-") as scratch:
+            render(missing, Path(scratch), {name: index[name][0] for name in missing})
+            for name in missing:
+                for drawn in Path(scratch).glob(f"{name}.*"):
+                    os.replace(drawn, paths[name].with_suffix(drawn.suffix))
     for name in sorted(figures):
-        path = out_dir / f"{name}.svg"
+        path = paths[name].with_suffix(".svg")
         if not path.exists():
             raise PluginError(
                 f"{', '.join(figures[name])}: figure {name!r} returned Markdown, but the page "
@@ -177,13 +220,18 @@ def add_figures(files: Files, config) -> None:
         files.append(File.generated(config, f"figures/{name}.svg", abs_src_path=str(path)))
     _fragments.clear()
     for name in sorted(fragments):
-        path = out_dir / f"{name}.md"
+        path = paths[name].with_suffix(".md")
         if not path.exists():
             raise PluginError(
                 f"{', '.join(fragments[name])}: build fragment {name!r} returned a figure, not "
                 f"Markdown; show it with ![...](../figures/{name}.svg)"
             )
         _fragments[name] = path.read_text(encoding="utf-8").strip()
+
+
+def _rendered(stem: Path) -> bool:
+    """Whether a figure was drawn under this name and key (as an SVG or as Markdown)."""
+    return stem.with_suffix(".svg").exists() or stem.with_suffix(".md").exists()
 
 
 # ---------------------------------------------------------------------------------------------
