@@ -21,6 +21,7 @@ from attention_book.nadaraya_watson import (
     leave_one_out,
     leave_one_out_error,
     make_regression_data,
+    target_function,
     train_nw_kernel_regression,
 )
 
@@ -33,6 +34,8 @@ __all__ = [
     "nw_test_error",
     "nw_test_errors",
     "nw_trained_model",
+    "nw_training_noise",
+    "nw_without_leave_one_out",
 ]
 
 #: The bandwidths that the sweep tries and that leave-one-out chooses from.
@@ -125,8 +128,8 @@ def nw_test_errors() -> list[tuple[str, str, float, float]]:
     predictions, _ = average_pooling(data.x_test, data.x_train, data.y_train)
     loo = torch.mean((loo_predictions - data.y_train) ** 2).item()
     rows.append(("Average pooling", "—", loo, nw_test_error(predictions)))
-    settings = [("gaussian", 1.0, "h = 1")]
-    settings += [(name, nw_loo_bandwidth(name), "h by leave-one-out") for name in KERNEL_NAMES]
+    settings = [("gaussian", 1.0, "σ = 1")]
+    settings += [(name, nw_loo_bandwidth(name), "σ by leave-one-out") for name in KERNEL_NAMES]
     for name, h, how in settings:
         predictions, _ = attention_pooling(data.x_test, data.x_train, data.y_train, name, h)
         loo = leave_one_out_error(data.x_train, data.y_train, name, h)
@@ -140,3 +143,47 @@ def nw_test_errors() -> list[tuple[str, str, float, float]]:
     bandwidth = f"{1 / model.w.item():.2f} (1/w)"
     rows.append(("Parametric Gaussian, learned w", bandwidth, loo, nw_test_error(predictions)))
     return rows
+
+
+def nw_training_noise() -> float:
+    """Mean square of the noise in this data set's training targets, y_i - f(x_i).
+
+    Its expectation is noise_std**2 = 0.25; for one sample of 50 points it is a random number
+    around that value, and it is what the leave-one-out error of this sample is compared with.
+
+    Returns:
+        The mean of (y_i - f(x_i))^2 over the training pairs.
+    """
+    data = nw_data()
+    return torch.mean((data.y_train - target_function(data.x_train)) ** 2).item()
+
+
+@cache
+def nw_without_leave_one_out(
+    num_epochs: int = 300, lr: float = 1.0, report: tuple[int, ...] = (1, 10, 30, 100, 300)
+) -> tuple[tuple[int, float, float, float], ...]:
+    """Train the width with every training point among its own keys (exercise 2's mistake).
+
+    Args:
+        num_epochs: Full-batch Adam steps.
+        lr: Learning rate.
+        report: The epochs at which to record the state.
+
+    Returns:
+        One (epoch, w, training loss, test MSE) per epoch of `report`.
+    """
+    data = nw_data()
+    model = NWKernelRegression(init_width=1.0)
+    optimizer = torch.optim.Adam(model.parameters(), lr=lr)
+    rows = []
+    for epoch in range(1, num_epochs + 1):
+        optimizer.zero_grad()
+        predictions = model(data.x_train, data.x_train, data.y_train)
+        loss = torch.mean((predictions - data.y_train) ** 2)
+        loss.backward()
+        optimizer.step()
+        if epoch in report:
+            with torch.no_grad():
+                test = nw_test_error(model(data.x_test, data.x_train, data.y_train))
+            rows.append((epoch, model.w.item(), loss.item(), test))
+    return tuple(rows)

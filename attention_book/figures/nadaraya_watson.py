@@ -18,6 +18,8 @@ from attention_book.experiments.nadaraya_watson import (
     nw_loo_bandwidth,
     nw_test_errors,
     nw_trained_model,
+    nw_training_noise,
+    nw_without_leave_one_out,
 )
 from attention_book.nadaraya_watson import KERNELS, attention_pooling, average_pooling
 from attention_book.plotting import BOOK_STYLE, new_figure, plot_lines, show_heatmaps
@@ -26,10 +28,12 @@ __all__ = [
     "FIGURES",
     "nw_average_pooling",
     "nw_bandwidth_sweep",
+    "nw_exercise_without_leave_one_out",
     "nw_gaussian_heatmap",
     "nw_gaussian_pooling",
     "nw_heatmaps_compared",
     "nw_kernel_comparison",
+    "nw_noise_floor",
     "nw_parametric_fit",
     "nw_test_error_table",
     "nw_training_curve",
@@ -67,7 +71,7 @@ def nw_gaussian_pooling() -> Figure:
     fig = new_figure((5.2, 3.2))
     with plt.rc_context(BOOK_STYLE):
         ax = fig.add_subplot()
-        _fit_axes(ax, "Gaussian kernel, bandwidth h = 1")
+        _fit_axes(ax, "Gaussian kernel, bandwidth σ = 1")
         ax.plot(data.x_test, predictions, "--", color="#1f77b4", label="attention pooling")
         ax.legend(loc="upper right", fontsize=8)
         fig.tight_layout()
@@ -96,18 +100,19 @@ def nw_kernel_comparison() -> Figure:
         u = torch.linspace(-3, 3, 601)
         for name in KERNEL_NAMES:
             left.plot(u, KERNELS[name](u), color=colors[name], label=name)
-        left.set_xlabel("u = (x - x_i) / h")
-        left.set_ylabel("K(u)")
+        left.set_xlabel("u = (x - x_i) / σ")
+        left.set_ylabel("κ(u)")
         left.set_title("Kernels")
         left.set_ylim(-0.05, 1.45)
         left.legend(loc="upper left", fontsize=8)
         _fit_axes(right, "Fits, bandwidth chosen by leave-one-out")
         for name in KERNEL_NAMES:
-            h = nw_loo_bandwidth(name)
+            sigma = nw_loo_bandwidth(name)
             predictions, _ = attention_pooling(
-                data.x_test, data.x_train, data.y_train, name, bandwidth=h
+                data.x_test, data.x_train, data.y_train, name, bandwidth=sigma
             )
-            right.plot(data.x_test, predictions, "--", color=colors[name], label=f"{name}, h={h}")
+            label = f"{name}, σ={sigma}"
+            right.plot(data.x_test, predictions, "--", color=colors[name], label=label)
         right.legend(loc="upper right", fontsize=8)
         fig.tight_layout()
     return fig
@@ -120,7 +125,7 @@ def nw_bandwidth_sweep() -> Figure:
         BANDWIDTHS,
         curves,
         labels=list(KERNEL_NAMES),
-        xlabel="bandwidth h",
+        xlabel="bandwidth σ",
         ylabel="test mean squared error",
         yscale="log",
         styles=["o-", "s-", "^-"],
@@ -153,7 +158,7 @@ def nw_parametric_fit() -> Figure:
     with plt.rc_context(BOOK_STYLE):
         ax = fig.add_subplot()
         _fit_axes(ax, f"Learned width w = {model.w.item():.2f}")
-        ax.plot(data.x_test, fixed, ":", color="#1f77b4", label="h = 1 (w = 1)")
+        ax.plot(data.x_test, fixed, ":", color="#1f77b4", label="σ = 1 (w = 1)")
         ax.plot(data.x_test, learned, "--", color="#d62728", label="learned w")
         ax.legend(loc="upper right", fontsize=8)
         fig.tight_layout()
@@ -185,8 +190,31 @@ def nw_test_error_table() -> str:
         "| Estimator | Bandwidth | Leave-one-out MSE (training data) | Test MSE |",
         "| --- | --- | --- | --- |",
     ]
-    lines += [f"| {name} | {h} | {loo:.3f} | {test:.3f} |" for name, h, loo, test in rows]
+    lines += [f"| {name} | {sigma} | {loo:.3f} | {test:.3f} |" for name, sigma, loo, test in rows]
     return "\n".join(lines)
+
+
+def nw_noise_floor() -> str:
+    """Markdown bullets: this sample's own noise against its leave-one-out errors."""
+    rows = nw_test_errors()  # (estimator, bandwidth, leave-one-out error, test error)
+    name, _, lowest, _ = min(rows, key=lambda row: row[2])
+    noise = nw_training_noise()
+    relation = "above" if lowest > noise else "below"
+    return (
+        f"- mean of $\\epsilon_i^2$ over the 50 training targets: **{noise:.3f}** "
+        "(expectation 0.25);\n"
+        f"- smallest leave-one-out error of the chapter: **{lowest:.3f}** ({name.lower()}), "
+        f"{relation} this sample's own noise.\n"
+    )
+
+
+def nw_exercise_without_leave_one_out() -> str:
+    """One line: what exercise 2's training without leave-one-out printed at build time."""
+    printed = [
+        f"`epoch {epoch:3d}: w = {w:6.2f}, training loss {train:.3f}, test MSE {test:.3f}`"
+        for epoch, w, train, test in nw_without_leave_one_out()
+    ]
+    return "When this page was built, the block printed " + ", ".join(printed) + "."
 
 
 #: The figures and build-time tables of this module, in the order of the chapter.
@@ -199,5 +227,7 @@ FIGURES = (
     nw_training_curve,
     nw_parametric_fit,
     nw_heatmaps_compared,
+    nw_noise_floor,
     nw_test_error_table,
+    nw_exercise_without_leave_one_out,
 )
