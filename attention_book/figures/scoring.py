@@ -13,7 +13,12 @@ import torch
 from matplotlib.figure import Figure
 
 from attention_book.attention import AdditiveAttention, DotProductAttention
-from attention_book.experiments.scoring import DIMS, NUM_KEYS, scoring_scaling_measurements
+from attention_book.experiments.scoring import (
+    DIMS,
+    NUM_KEYS,
+    NUM_TRIALS,
+    scoring_scaling_measurements,
+)
 from attention_book.masking import masked_softmax
 from attention_book.plotting import BOOK_STYLE, new_figure, show_heatmaps
 
@@ -22,6 +27,7 @@ __all__ = [
     "scoring_both_heatmaps",
     "scoring_gradient_vs_d",
     "scoring_masked_softmax",
+    "scoring_sample_sizes",
     "scoring_saturation_heatmaps",
     "scoring_scaling_table",
     "scoring_variance_vs_d",
@@ -87,6 +93,13 @@ def scoring_both_heatmaps() -> Figure:
         figsize=(2.8, 1.9),
         xticklabels=[str(j) for j in range(keys.shape[1])],
     )
+
+
+def scoring_sample_sizes() -> str:
+    """The scaling experiment's sample, in words (one line, to sit inside a sentence)."""
+    pairs = NUM_TRIALS * NUM_KEYS
+    queries = f"{NUM_TRIALS:,} queries that each meet {NUM_KEYS} keys"
+    return f"{queries}, {pairs:,} query-key pairs per size d"
 
 
 def scoring_variance_vs_d() -> Figure:
@@ -173,6 +186,7 @@ def scoring_saturation_heatmaps() -> Figure:
 FIGURES = (
     scoring_masked_softmax,
     scoring_both_heatmaps,
+    scoring_sample_sizes,
     scoring_variance_vs_d,
     scoring_gradient_vs_d,
     scoring_scaling_table,
