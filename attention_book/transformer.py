@@ -1,35 +1,36 @@
 """The Transformer of Vaswani et al. (2017): encoder and decoder built from attention.
 
-A Transformer block has two or three sublayers: self-attention, (in the decoder) attention
-over the encoder's outputs, and a position-wise feed-forward network. Each sublayer sits on a
-residual connection with layer normalization. Two orders are in use:
+The model is split over three modules, all re-exported here, so that
+``from attention_book.transformer import TransformerDecoder`` works for every name:
 
-- **post-norm** (the paper): ``X = LayerNorm(X + Dropout(Sublayer(X)))``;
-- **pre-norm** (most models since GPT-2): ``X = X + Dropout(Sublayer(LayerNorm(X)))``, with one
-  more LayerNorm after the last block.
+- `attention_book.transformer_sublayers`: `PositionWiseFFN` and `AddNorm`, the residual
+  connection with layer normalization (post-norm as in the paper, or pre-norm with
+  ``norm_first=True``, the name PyTorch uses);
+- this module: `TransformerEncoderBlock` and `TransformerEncoder`;
+- `attention_book.transformer_decoder`: `TransformerDecoderBlock`, `TransformerDecoder` and
+  the key/value cache of step-by-step decoding (`DecoderState`).
 
-Both orders are here, behind ``norm_first`` (the name PyTorch uses). With the same weights,
-each block computes exactly what ``torch.nn.TransformerEncoderLayer`` and
-``torch.nn.TransformerDecoderLayer`` compute; the tests check it.
-
-The decoder decodes step by step with a key/value cache: each block keeps the projected keys
-and values of every position its self-attention has seen so far (and the projected encoder
-outputs of its encoder-decoder attention), so a new token costs one position's work in every
-block: its own projections, one row of attention, one FFN row. ``use_cache=False`` turns the
-cache off (every call recomputes the whole prefix), the baseline the chapter measures it by.
+With the same weights, each block computes exactly what ``torch.nn.TransformerEncoderLayer``
+and ``torch.nn.TransformerDecoderLayer`` compute; the tests check it. An encoder and a decoder
+make a translation model with `attention_book.seq2seq.EncoderDecoder`.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
-import torch
 from torch import Tensor, nn
 
-from attention_book.masking import causal_mask
-from attention_book.multihead import MultiHeadAttention, merge_heads, split_heads
+from attention_book.multihead import MultiHeadAttention
 from attention_book.positional import PositionalEncoding
+from attention_book.transformer_decoder import (
+    DecoderState,
+    TransformerDecoder,
+    TransformerDecoderBlock,
+    attend_projected,
+    project_heads,
+)
+from attention_book.transformer_sublayers import AddNorm, PositionWiseFFN, token_embedding
 from attention_book.validation import check_hidden_states, check_tokens
 
 __all__ = [
@@ -42,137 +43,8 @@ __all__ = [
     "TransformerEncoderBlock",
     "attend_projected",
     "project_heads",
+    "token_embedding",
 ]
-
-_ACTIVATIONS = {"relu": nn.ReLU, "gelu": nn.GELU}
-
-
-# --8<-- [start:PositionWiseFFN]
-class PositionWiseFFN(nn.Module):
-    """The feed-forward sublayer: the same two-layer MLP applied at every position.
-
-    ``FFN(x) = W_2 activation(W_1 x + b_1) + b_2``. Because it acts on the last axis only, every
-    position is transformed independently, with shared weights: equal inputs give equal rows.
-
-    Args:
-        ffn_num_input: Size of each input vector (the model width, ``num_hiddens``).
-        ffn_num_hiddens: Width of the hidden layer (``4 * num_hiddens`` in the paper).
-        ffn_num_outputs: Size of each output vector.
-        activation: ``"relu"`` (the paper) or ``"gelu"`` (BERT, GPT, ViT).
-        dropout: Dropout after the activation (PyTorch's layers put it there too).
-
-    Shapes:
-        - X: ``(..., ffn_num_input)``, usually ``(batch, num_steps, ffn_num_input)``
-        - returns: ``(..., ffn_num_outputs)``
-    """
-
-    def __init__(
-        self,
-        ffn_num_input: int,
-        ffn_num_hiddens: int,
-        ffn_num_outputs: int,
-        *,
-        activation: str = "relu",
-        dropout: float = 0.0,
-    ) -> None:
-        super().__init__()
-        if activation not in _ACTIVATIONS:
-            raise ValueError(
-                f"activation must be one of {sorted(_ACTIVATIONS)}, got {activation!r}"
-            )
-        self.dense1 = nn.Linear(ffn_num_input, ffn_num_hiddens)
-        self.activation = _ACTIVATIONS[activation]()
-        self.dropout = nn.Dropout(dropout)
-        self.dense2 = nn.Linear(ffn_num_hiddens, ffn_num_outputs)
-
-    def forward(self, X: Tensor) -> Tensor:
-        """Transform every position independently.
-
-        Args:
-            X: Input vectors, one per position.
-
-        Returns:
-            The transformed vectors.
-        """
-        return self.dense2(self.dropout(self.activation(self.dense1(X))))
-
-
-# --8<-- [end:PositionWiseFFN]
-
-
-# --8<-- [start:AddNorm]
-class AddNorm(nn.Module):
-    """A residual connection and a layer normalization around one sublayer.
-
-    Called as ``add_norm(X, Y)`` with ``Y = Sublayer(...)`` it returns
-    ``LayerNorm(X + Dropout(Y))``, the post-norm order of the paper.
-
-    With ``norm_first=True`` the LayerNorm moves to the sublayer's input instead: the block asks
-    ``add_norm.sublayer_input(X)`` for ``LayerNorm(X)``, runs the sublayer on it, and
-    ``add_norm(X, Y)`` returns ``X + Dropout(Y)``. A block can thus be written once for both
-    orders::
-
-        H = add_norm.sublayer_input(X)     # X (post-norm) or LayerNorm(X) (pre-norm)
-        X = add_norm(X, sublayer(H))
-
-    Args:
-        norm_shape: Shape normalized by the LayerNorm, usually ``num_hiddens``.
-        dropout: Dropout applied to the sublayer's output before the residual sum.
-        norm_first: ``False`` for post-norm (the paper), ``True`` for pre-norm.
-        bias: Whether the LayerNorm has a learnable bias.
-
-    Shapes:
-        - X, Y: ``(batch, num_steps, num_hiddens)``
-        - returns: ``(batch, num_steps, num_hiddens)``
-    """
-
-    def __init__(
-        self,
-        norm_shape: int | tuple[int, ...],
-        dropout: float,
-        *,
-        norm_first: bool = False,
-        bias: bool = True,
-    ) -> None:
-        super().__init__()
-        self.norm_first = norm_first
-        self.dropout = nn.Dropout(dropout)
-        self.ln = nn.LayerNorm(norm_shape, bias=bias)
-
-    def sublayer_input(self, X: Tensor) -> Tensor:
-        """Return what the sublayer should read: ``LayerNorm(X)`` in pre-norm, else ``X``.
-
-        Args:
-            X: The residual stream entering the sublayer.
-
-        Returns:
-            The sublayer's input.
-        """
-        return self.ln(X) if self.norm_first else X
-
-    def forward(self, X: Tensor, Y: Tensor) -> Tensor:
-        """Add the sublayer's output ``Y`` to the residual stream ``X``.
-
-        Args:
-            X: The residual stream entering the sublayer.
-            Y: The sublayer's output.
-
-        Returns:
-            ``X + Dropout(Y)`` in pre-norm, ``LayerNorm(X + Dropout(Y))`` in post-norm.
-
-        Raises:
-            ValueError: If ``X`` and ``Y`` have different shapes.
-        """
-        if X.shape != Y.shape:
-            raise ValueError(
-                f"X and Y must have the same shape, got X {tuple(X.shape)} and Y {tuple(Y.shape)}"
-            )
-        if self.norm_first:
-            return X + self.dropout(Y)
-        return self.ln(X + self.dropout(Y))
-
-
-# --8<-- [end:AddNorm]
 
 
 # --8<-- [start:TransformerEncoderBlock]
@@ -246,9 +118,10 @@ class TransformerEncoderBlock(nn.Module):
 class TransformerEncoder(nn.Module):
     """The Transformer encoder: embedding, positional encoding and a stack of blocks.
 
-    Token embeddings are multiplied by ``sqrt(num_hiddens)`` before the sinusoidal positional
-    encoding is added, so that both have a similar scale. In pre-norm a final LayerNorm
-    follows the last block (each pre-norm block leaves its output unnormalized).
+    Token embeddings (`token_embedding`) are multiplied by ``sqrt(num_hiddens)`` before the
+    sinusoidal positional encoding is added, so that both have a similar scale. In pre-norm a
+    final LayerNorm follows the last block (each pre-norm block leaves its output
+    unnormalized).
 
     After each call, ``attention_weights[i]`` holds block ``i``'s self-attention weights.
 
@@ -287,7 +160,7 @@ class TransformerEncoder(nn.Module):
     ) -> None:
         super().__init__()
         self.num_hiddens = num_hiddens
-        self.embedding = nn.Embedding(vocab_size, num_hiddens)
+        self.embedding = token_embedding(vocab_size, num_hiddens)
         self.pos_encoding = PositionalEncoding(num_hiddens, dropout, max_len)
         self.blks = nn.ModuleList(
             TransformerEncoderBlock(
@@ -326,420 +199,3 @@ class TransformerEncoder(nn.Module):
 
 
 # --8<-- [end:TransformerEncoder]
-
-
-# --8<-- [start:DecoderState]
-@dataclass
-class DecoderState:
-    """What the Transformer decoder carries from one call to the next: the key/value cache.
-
-    Made by `TransformerDecoder.init_state`; every decoder call appends the projected keys and
-    values of the positions it decoded, so the next call only needs the new tokens.
-
-    Attributes:
-        enc_outputs: The encoder's outputs.
-        enc_valid_lens: Number of real source tokens per sequence, or ``None``.
-        keys: One entry per decoder block: its self-attention's keys ``W_k h`` of every
-            position so far, already split into heads, or ``None`` before the first call.
-        values: The same for the values ``W_v h``.
-        cross_keys: One entry per block: the encoder outputs projected by the block's
-            encoder-decoder attention (``W_k``), computed at the first call and then reused.
-        cross_values: The same for ``W_v``.
-        tokens: Only without the cache (``use_cache=False``): every token given so far.
-
-    Shapes:
-        - enc_outputs: ``(batch, num_source_steps, num_hiddens)``
-        - enc_valid_lens: ``(batch,)``
-        - keys[i], values[i]: ``(batch, num_heads, num_decoded_steps, head_dim)``
-        - cross_keys[i], cross_values[i]: ``(batch, num_heads, num_source_steps, head_dim)``
-        - tokens: ``(batch, num_decoded_steps)``
-    """
-
-    enc_outputs: Tensor
-    enc_valid_lens: Tensor | None
-    keys: list[Tensor | None]
-    values: list[Tensor | None]
-    cross_keys: list[Tensor | None]
-    cross_values: list[Tensor | None]
-    tokens: Tensor | None = None
-
-    @classmethod
-    def empty(
-        cls, enc_outputs: Tensor, enc_valid_lens: Tensor | None, num_blks: int
-    ) -> DecoderState:
-        """A state with nothing decoded yet, for a decoder of ``num_blks`` blocks.
-
-        Args:
-            enc_outputs: The encoder's outputs.
-            enc_valid_lens: Number of real source tokens per sequence, or ``None``.
-            num_blks: Number of decoder blocks (entries of each cache list).
-
-        Returns:
-            The new state.
-        """
-        return cls(enc_outputs, enc_valid_lens, *([None] * num_blks for _ in range(4)))
-
-    @property
-    def num_decoded_steps(self) -> int:
-        """Number of target positions decoded so far."""
-        if self.tokens is not None:
-            return self.tokens.shape[1]
-        cached = self.keys[0] if self.keys else None
-        return 0 if cached is None else cached.shape[2]
-
-    def select(self, indices: Tensor) -> DecoderState:
-        """Return a new state with the batch rows ``indices`` (used by beam search).
-
-        Args:
-            indices: Integer batch indices to keep, in order; a row may repeat.
-
-        Returns:
-            The selected state; the cached tensors are new, so it can grow independently.
-        """
-
-        def pick(tensor: Tensor | None) -> Tensor | None:
-            return None if tensor is None else tensor.index_select(0, indices)
-
-        return DecoderState(
-            pick(self.enc_outputs),
-            pick(self.enc_valid_lens),
-            [pick(cached) for cached in self.keys],
-            [pick(cached) for cached in self.values],
-            [pick(cached) for cached in self.cross_keys],
-            [pick(cached) for cached in self.cross_values],
-            pick(self.tokens),
-        )
-
-
-# --8<-- [end:DecoderState]
-
-
-# --8<-- [start:attend_projected]
-def project_heads(layer: nn.Linear, X: Tensor, num_heads: int) -> Tensor:
-    """Project ``X`` with one of an attention's input layers and split it into heads.
-
-    Args:
-        layer: ``W_k`` or ``W_v`` (or ``W_q``) of a `MultiHeadAttention`.
-        X: The vectors to project.
-        num_heads: The attention's number of heads.
-
-    Returns:
-        The projected vectors, one ``head_dim`` slice per head.
-
-    Shapes:
-        - X: ``(batch, n, num_hiddens)``
-        - returns: ``(batch, num_heads, n, head_dim)``
-    """
-    return split_heads(layer(X), num_heads)
-
-
-def attend_projected(
-    attention: MultiHeadAttention,
-    queries: Tensor,
-    keys: Tensor,
-    values: Tensor,
-    valid_lens: Tensor | None = None,
-    attn_mask: Tensor | None = None,
-) -> Tensor:
-    """Run a `MultiHeadAttention` on keys and values that are already projected (cached).
-
-    It computes ``attention(queries, K, V, ...)`` where ``keys = project_heads(W_k, K)`` and
-    ``values = project_heads(W_v, V)``: only the queries are projected here.
-
-    Args:
-        attention: The multi-head attention whose ``W_q``, ``W_o`` and attention are used.
-        queries: Query vectors, not yet projected.
-        keys: Keys projected by ``attention.W_k`` and split into heads.
-        values: Values projected by ``attention.W_v`` and split into heads.
-        valid_lens: Optional number of valid keys per sequence.
-        attn_mask: Optional boolean mask, ``True`` = may attend.
-
-    Returns:
-        The attention output.
-
-    Shapes:
-        - queries: ``(batch, num_queries, num_hiddens)``
-        - keys, values: ``(batch, num_heads, num_keys, head_dim)``
-        - attn_mask: broadcastable to ``(batch, num_heads, num_queries, num_keys)``
-        - returns: ``(batch, num_queries, num_hiddens)``
-    """
-    Q = project_heads(attention.W_q, queries, attention.num_heads)  # (batch, h, n_q, head_dim)
-    output = attention.attention(Q, keys, values, valid_lens, attn_mask)  # (batch, h, n_q, d_h)
-    return attention.W_o(merge_heads(output))  # (batch, num_queries, num_hiddens)
-
-
-# --8<-- [end:attend_projected]
-
-
-# --8<-- [start:TransformerDecoderBlock]
-class TransformerDecoderBlock(nn.Module):
-    """One decoder block: masked self-attention, encoder-decoder attention, then an FFN.
-
-    The self-attention is causal: a position attends to itself and to earlier positions only.
-    Its keys and values are every position decoded so far: the block projects only the new
-    positions and appends them to ``state.keys[i]`` and ``state.values[i]`` (the key/value
-    cache), so it works the same whether it gets the whole target sequence at once
-    (training) or one new token per call (decoding). The encoder-decoder attention uses the
-    block's position vectors as queries and the encoder's outputs as keys and values
-    (projected at the first call, kept in ``state.cross_keys[i]`` and
-    ``state.cross_values[i]``), ignoring source padding past ``state.enc_valid_lens``.
-
-    With the same weights and ``use_bias=True`` it computes what
-    ``nn.TransformerDecoderLayer(batch_first=True, norm_first=norm_first)`` computes with a
-    causal ``tgt_mask`` and a ``memory_key_padding_mask`` made from the valid lengths.
-
-    Args:
-        num_hiddens: Model width.
-        ffn_num_hiddens: Hidden width of the FFN.
-        num_heads: Number of attention heads.
-        dropout: Dropout on attention weights, inside the FFN and on each sublayer's output.
-        i: This block's index in the decoder: its slot in the state's caches.
-        use_bias: Whether the attention projections have biases.
-        norm_first: ``False`` for post-norm (the paper), ``True`` for pre-norm.
-        activation: FFN activation, ``"relu"`` or ``"gelu"``.
-
-    Shapes:
-        - X: ``(batch, num_new_steps, num_hiddens)``
-        - returns: ``(batch, num_new_steps, num_hiddens)`` and the updated state
-    """
-
-    def __init__(
-        self,
-        num_hiddens: int,
-        ffn_num_hiddens: int,
-        num_heads: int,
-        dropout: float,
-        i: int,
-        *,
-        use_bias: bool = False,
-        norm_first: bool = False,
-        activation: str = "relu",
-    ) -> None:
-        super().__init__()
-        self.i = i
-        self.num_hiddens = num_hiddens
-        self.self_attention = MultiHeadAttention(num_hiddens, num_heads, dropout, use_bias)
-        self.addnorm1 = AddNorm(num_hiddens, dropout, norm_first=norm_first)
-        self.cross_attention = MultiHeadAttention(num_hiddens, num_heads, dropout, use_bias)
-        self.addnorm2 = AddNorm(num_hiddens, dropout, norm_first=norm_first)
-        self.ffn = PositionWiseFFN(
-            num_hiddens, ffn_num_hiddens, num_hiddens, activation=activation, dropout=dropout
-        )
-        self.addnorm3 = AddNorm(num_hiddens, dropout, norm_first=norm_first)
-
-    def forward(self, X: Tensor, state: DecoderState) -> tuple[Tensor, DecoderState]:
-        """Run the block on the new target positions ``X``.
-
-        Args:
-            X: Vectors of the positions to decode now, which follow the cached ones.
-            state: The decoder state; its caches of slot ``self.i`` are extended by this call.
-
-        Returns:
-            The output vectors of the new positions, and the same (updated) state.
-
-        Raises:
-            ValueError: If ``X`` does not have shape (batch, num_new_steps, num_hiddens).
-        """
-        check_hidden_states("X", X, self.num_hiddens)
-        i, num_heads = self.i, self.self_attention.num_heads
-        # 1. Masked self-attention over every position decoded so far, including the new ones.
-        H = self.addnorm1.sublayer_input(X)
-        K = project_heads(self.self_attention.W_k, H, num_heads)  # (batch, h, new, head_dim)
-        V = project_heads(self.self_attention.W_v, H, num_heads)  # (batch, h, new, head_dim)
-        if state.keys[i] is not None:  # the cache: earlier positions' keys and values
-            K = torch.cat((state.keys[i], K), dim=2)  # (batch, h, num_decoded_steps, head_dim)
-            V = torch.cat((state.values[i], V), dim=2)
-        state.keys[i], state.values[i] = K, V
-        # New query t sits at position num_cached + t and may see keys 0..num_cached + t.
-        mask = causal_mask(
-            H.shape[1], K.shape[2], device=X.device, alignment="bottom-right"
-        )  # (num_new_steps, num_decoded_steps)
-        X = self.addnorm1(X, attend_projected(self.self_attention, H, K, V, attn_mask=mask))
-        # 2. Encoder-decoder attention: queries from the target, keys and values from the source,
-        # projected once per sentence.
-        if state.cross_keys[i] is None:
-            state.cross_keys[i] = project_heads(
-                self.cross_attention.W_k, state.enc_outputs, num_heads
-            )
-            state.cross_values[i] = project_heads(
-                self.cross_attention.W_v, state.enc_outputs, num_heads
-            )
-        H = self.addnorm2.sublayer_input(X)
-        Y = attend_projected(
-            self.cross_attention,
-            H,
-            state.cross_keys[i],
-            state.cross_values[i],
-            state.enc_valid_lens,
-        )
-        X = self.addnorm2(X, Y)
-        # 3. Position-wise feed-forward network.
-        H = self.addnorm3.sublayer_input(X)
-        return self.addnorm3(X, self.ffn(H)), state
-
-
-# --8<-- [end:TransformerDecoderBlock]
-
-
-# --8<-- [start:TransformerDecoder]
-class TransformerDecoder(nn.Module):
-    """The Transformer decoder: embedding, positional encoding, blocks and an output layer.
-
-    Give it the whole (shifted) target sequence to train; give it one token per call to decode
-    step by step. Both give the same outputs, because each call continues from the positions
-    cached in the state: the positional encoding starts at the first new position, and the
-    causal self-attention sees every cached position.
-
-    With ``use_cache=False`` (an attribute too, so it can be switched on a trained model) the
-    state keeps the tokens instead of keys and values, and every call runs the whole prefix
-    through every block again, returning the logits of the new positions only: the same
-    outputs, at the cost a decoder without a cache pays.
-
-    After each call ``self_attention_weights[i]`` and ``cross_attention_weights[i]`` hold block
-    ``i``'s weights for the positions of that call; ``attention_weights`` is the last block's
-    cross-attention averaged over heads (what the decoding functions of
-    `attention_book.seq2seq` record), and `reorder_state` serves their beam search.
-
-    Args:
-        vocab_size: Number of tokens in the target vocabulary.
-        num_hiddens: Model width.
-        ffn_num_hiddens: Hidden width of each FFN.
-        num_heads: Number of attention heads.
-        num_blks: Number of decoder blocks.
-        dropout: Dropout rate used throughout.
-        use_bias: Whether the attention projections have biases.
-        norm_first: ``False`` for post-norm (the paper), ``True`` for pre-norm.
-        activation: FFN activation, ``"relu"`` or ``"gelu"``.
-        max_len: Longest target sequence the positional encoding covers.
-        use_cache: Keep projected keys and values between calls (``True``) or recompute the
-            whole prefix at every call (``False``).
-
-    Shapes:
-        - X: ``(batch, num_new_steps)`` token indices
-        - returns: logits ``(batch, num_new_steps, vocab_size)`` and the updated state
-        - self_attention_weights[i]: ``(batch, num_heads, num_new_steps, num_decoded_steps)``
-        - cross_attention_weights[i]: ``(batch, num_heads, num_new_steps, num_source_steps)``
-    """
-
-    def __init__(
-        self,
-        vocab_size: int,
-        num_hiddens: int,
-        ffn_num_hiddens: int,
-        num_heads: int,
-        num_blks: int,
-        dropout: float,
-        *,
-        use_bias: bool = False,
-        norm_first: bool = False,
-        activation: str = "relu",
-        max_len: int = 1000,
-        use_cache: bool = True,
-    ) -> None:
-        super().__init__()
-        self.num_hiddens = num_hiddens
-        self.num_blks = num_blks
-        self.use_cache = use_cache
-        self.embedding = nn.Embedding(vocab_size, num_hiddens)
-        self.pos_encoding = PositionalEncoding(num_hiddens, dropout, max_len)
-        self.blks = nn.ModuleList(
-            TransformerDecoderBlock(
-                num_hiddens,
-                ffn_num_hiddens,
-                num_heads,
-                dropout,
-                i,
-                use_bias=use_bias,
-                norm_first=norm_first,
-                activation=activation,
-            )
-            for i in range(num_blks)
-        )
-        self.final_norm = nn.LayerNorm(num_hiddens) if norm_first else nn.Identity()
-        self.dense = nn.Linear(num_hiddens, vocab_size)
-        self.self_attention_weights: list[Tensor | None] = [None] * num_blks
-        self.cross_attention_weights: list[Tensor | None] = [None] * num_blks
-
-    def init_state(self, enc_outputs: Tensor, enc_valid_lens: Tensor | None = None) -> DecoderState:
-        """Start decoding a batch: remember the encoder's outputs, with an empty cache.
-
-        Args:
-            enc_outputs: The encoder's outputs.
-            enc_valid_lens: Number of real source tokens per sequence, or ``None``.
-
-        Returns:
-            A fresh `DecoderState`.
-
-        Raises:
-            ValueError: If ``enc_outputs`` does not have shape
-                (batch, num_source_steps, num_hiddens).
-        """
-        check_hidden_states("enc_outputs", enc_outputs, self.num_hiddens)
-        return DecoderState.empty(enc_outputs, enc_valid_lens, self.num_blks)
-
-    def forward(self, X: Tensor, state: DecoderState) -> tuple[Tensor, DecoderState]:
-        """Decode the next ``num_new_steps`` target tokens.
-
-        Args:
-            X: Target token indices at the positions that follow the cached ones (the whole
-                shifted target in training, the last emitted token when decoding).
-            state: From `init_state` or the previous call; updated in place.
-
-        Returns:
-            Logits over the target vocabulary for each new position, and the updated state.
-
-        Raises:
-            ValueError: If ``X`` is not a 2-D integer tensor, or the sequence grows past
-                ``max_len``.
-        """
-        check_tokens("X", X)
-        if not self.use_cache:  # no cache: run the whole prefix again, keep the new rows
-            num_new_steps = X.shape[1]
-            state.tokens = X if state.tokens is None else torch.cat((state.tokens, X), dim=1)
-            fresh = DecoderState.empty(state.enc_outputs, state.enc_valid_lens, self.num_blks)
-            logits = self._decode(state.tokens, fresh)
-            for weights in (self.self_attention_weights, self.cross_attention_weights):
-                weights[:] = [None if w is None else w[..., -num_new_steps:, :] for w in weights]
-            return logits[:, -num_new_steps:], state
-        return self._decode(X, state), state
-
-    def _decode(self, X: Tensor, state: DecoderState) -> Tensor:
-        """Logits of the tokens ``X``, which follow the positions cached in ``state``."""
-        offset = state.num_decoded_steps
-        X = self.embedding(X) * math.sqrt(self.num_hiddens)
-        X = self.pos_encoding(X, offset=offset)
-        for i, blk in enumerate(self.blks):
-            X, state = blk(X, state)
-            self.self_attention_weights[i] = blk.self_attention.attention_weights
-            self.cross_attention_weights[i] = blk.cross_attention.attention_weights
-        return self.dense(self.final_norm(X))
-
-    def reorder_state(self, state: DecoderState, indices: Tensor) -> DecoderState:
-        """Keep (and repeat) the batch rows ``indices`` of a state, as beam search needs.
-
-        Args:
-            state: A decoder state.
-            indices: Integer batch indices to keep, in order.
-
-        Returns:
-            The selected state (see `DecoderState.select`).
-        """
-        return state.select(indices)
-
-    @property
-    def attention_weights(self) -> Tensor | None:
-        """The last block's encoder-decoder attention weights of the last call, mean over heads.
-
-        This is the one weight matrix per sentence that decoding functions such as
-        `attention_book.seq2seq.greedy_decode` record (how much each new target
-        position looks at each source token). Every block and head is in
-        ``cross_attention_weights``; ``None`` before the first call.
-
-        Shapes:
-            - returns: ``(batch, num_new_steps, num_source_steps)``
-        """
-        weights = self.cross_attention_weights[-1] if self.num_blks else None
-        return None if weights is None else weights.mean(dim=1)
-
-
-# --8<-- [end:TransformerDecoder]

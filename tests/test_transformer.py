@@ -1,3 +1,5 @@
+import math
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -14,6 +16,7 @@ from attention_book.transformer import (
     TransformerEncoderBlock,
     attend_projected,
     project_heads,
+    token_embedding,
 )
 
 TOL = {"rtol": 0, "atol": 1e-10}
@@ -101,6 +104,33 @@ def test_add_norm_d2l_call_gives_shape():
 def test_add_norm_rejects_mismatched_shapes():
     with pytest.raises(ValueError, match=r"X .*\(2, 3, 4\).*Y .*\(2, 3, 5\)"):
         AddNorm(4, 0.0)(torch.ones(2, 3, 4), torch.ones(2, 3, 5))
+
+
+def test_scaled_token_embeddings_start_at_unit_scale():
+    torch.manual_seed(0)
+    num_hiddens = 64
+    embedding = token_embedding(5000, num_hiddens)
+    scaled = embedding.weight * math.sqrt(num_hiddens)  # what both stacks add the encoding to
+    assert abs(scaled.std().item() - 1) < 0.02
+    assert abs(scaled.mean().item()) < 0.02
+    for stack in (
+        TransformerEncoder(50, 16, 32, 4, 1, 0.0),
+        TransformerDecoder(50, 16, 32, 4, 1, 0.0),
+    ):
+        assert stack.embedding.weight.std().item() < 0.5  # not PyTorch's default of 1
+
+
+def test_every_name_is_importable_from_the_front_modules():
+    import attention_book
+    import attention_book.transformer as front
+    from attention_book import transformer_decoder, transformer_sublayers
+
+    for module in (transformer_decoder, transformer_sublayers):
+        for name in module.__all__:
+            assert getattr(front, name) is getattr(module, name)
+            assert name in front.__all__
+    for name in ("AddNorm", "PositionWiseFFN", "TransformerDecoder", "TransformerDecoderBlock"):
+        assert getattr(attention_book, name) is getattr(front, name)
 
 
 # Encoder ---------------------------------------------------------------------------------
