@@ -12,6 +12,8 @@ from attention_book.vit import (
     ViTMLP,
     mean_attention_distance,
     patch_distances,
+    window_merge,
+    window_partition,
 )
 
 TOL = {"rtol": 0, "atol": 1e-10}
@@ -357,77 +359,49 @@ def test_mean_attention_distance_rejects_wrong_shapes():
         mean_attention_distance(torch.zeros(4, 17, 17), 4, 2)
 
 
-# The chapter's experiment (attention_book.experiments.vit) ------------------------------
+# Swin's windows -----------------------------------------------------------------------------
 
 
-def test_random_shift_moves_whole_images_and_fills_with_background():
-    from attention_book.experiments.vit import random_shift
-
-    images = torch.zeros(64, 1, 5, 5)
-    images[:, 0, 2, 2] = 1.0  # one lit pixel in the centre of a blank image
-    shifted = random_shift(images, 1, torch.Generator().manual_seed(0))
-    assert shifted.shape == images.shape
-    assert torch.equal(shifted.sum(dim=(1, 2, 3)), torch.ones(64))  # the pixel moved, whole
-    rows, cols = (shifted[:, 0] == 1).nonzero()[:, 1:].T
-    assert set(rows.tolist()) == {1, 2, 3} and set(cols.tolist()) == {1, 2, 3}
-    assert torch.equal(random_shift(images, 0, torch.Generator()), images)
-    background = torch.full((2, 1, 3, 3), -0.5)  # a normalized blank image is not 0
-    assert torch.equal(random_shift(background, 1, torch.Generator()), background)
+def test_window_partition_cuts_the_grid_into_its_windows_and_merges_back():
+    X = torch.arange(2 * 4 * 6 * 3).reshape(2, 4, 6, 3)  # (batch, height, width, channels)
+    windows = window_partition(X, 2)
+    assert windows.shape == (2 * 2 * 3, 4, 3)
+    # Window 1 of image 0 is the 2x2 block at rows 0-1, columns 2-3, row-major inside.
+    torch.testing.assert_close(windows[1], X[0, 0:2, 2:4].reshape(4, 3))
+    # Window 3 of image 0 starts the second row of windows: rows 2-3, columns 0-1.
+    torch.testing.assert_close(windows[3], X[0, 2:4, 0:2].reshape(4, 3))
+    torch.testing.assert_close(windows[6], X[1, 0:2, 0:2].reshape(4, 3))  # image 1
+    assert torch.equal(window_merge(windows, 4, 6), X)
+    assert torch.equal(window_partition(X, 1).reshape(X.shape), X)  # 1x1 windows: no change
 
 
-def test_balanced_subset_is_balanced_seeded_and_without_repeats():
-    from attention_book.experiments.vit import balanced_subset
-
-    labels = torch.arange(10).repeat_interleave(torch.arange(10, 20))  # 10 to 19 per class
-    chosen = balanced_subset(labels, 45, seed=3)
-    assert len(set(chosen.tolist())) == 45
-    counts = torch.bincount(labels[chosen], minlength=10)
-    assert counts.max() - counts.min() <= 1
-    assert torch.equal(chosen, balanced_subset(labels, 45, seed=3))
-    assert not torch.equal(chosen, balanced_subset(labels, 45, seed=4))
-    assert sorted(balanced_subset(labels, len(labels), 0).tolist()) == list(range(len(labels)))
-    with pytest.raises(ValueError, match=r"size must be in \[1, 145\]"):
-        balanced_subset(labels, 146, 0)
-
-
-def test_experiment_models_shapes_and_parameter_counts_within_20_percent():
-    from attention_book.experiments.vit import VIT_CONFIG, SmallResNet, vit_make_models
-    from attention_book.seq2seq import num_parameters
-
-    vit, cnn = vit_make_models()
-    images = torch.randn(3, 1, 8, 8)
-    assert vit(images).shape == cnn(images).shape == (3, 10)
-    assert vit.patch_embedding.num_patches == (8 // VIT_CONFIG["patch_size"]) ** 2
-    ratio = num_parameters(cnn) / num_parameters(vit)
-    assert 1 / 1.2 <= ratio <= 1.2, ratio
-    assert SmallResNet(8, 3, in_channels=2)(torch.randn(2, 2, 16, 16)).shape == (2, 3)
-
-
-def test_attention_distances_of_an_untrained_vit():
-    from attention_book.experiments.vit import vit_attention_distances, vit_make_models
+def test_window_attention_lets_a_patch_see_only_its_own_window():
+    from attention_book.multihead import MultiHeadAttention
 
     torch.manual_seed(0)
-    vit, _ = vit_make_models()
-    distances = vit_attention_distances(vit.eval(), torch.randn(5, 1, 8, 8))
-    assert distances.shape == (len(vit.blks), vit.blks[0].self_attention.num_heads)
-    uniform = patch_distances(4, 2).mean()
-    # Small random weights give nearly uniform attention, hence nearly the uniform distance.
-    torch.testing.assert_close(
-        distances, torch.full_like(distances, uniform.item()), atol=0.3, rtol=0
-    )
+    layer = MultiHeadAttention(8, 2).double()
+    X = torch.randn(1, 4, 4, 8, dtype=torch.float64)
+    windows = window_partition(X, 2)
+    with torch.no_grad():
+        before = window_merge(layer(windows, windows, windows), 4, 4)
+        changed = X.clone()
+        changed[0, 3, 3] += 1.0  # a patch of the bottom-right window
+        windows = window_partition(changed, 2)
+        after = window_merge(layer(windows, windows, windows), 4, 4)
+    moved = (after - before).abs().amax(dim=-1)[0] > 0  # (height, width)
+    expected = torch.zeros(4, 4, dtype=torch.bool)
+    expected[2:, 2:] = True
+    assert torch.equal(moved, expected)
 
 
-def test_vit_cache_key_covers_config_data_and_source():
-    import subprocess
-    import sys
-
-    from attention_book.experiments.vit import VIT_CONFIG, vit_cache_key
-    from attention_book.training import package_source_hash
-
-    key = vit_cache_key()
-    assert {k: key[k] for k in VIT_CONFIG} == VIT_CONFIG
-    assert len(key["data"]) == 16  # a digest of the digits
-    assert key["source"] == package_source_hash("attention_book.experiments.vit")
-    code = "import sys, attention_book.experiments.vit; print('matplotlib' in sys.modules)"
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
-    assert result.stdout.strip() == "False", result.stderr[-2000:]
+def test_window_functions_reject_bad_shapes():
+    with pytest.raises(ValueError, match=r"window_size must divide.*window_size=3.*\(1, 4, 6, 2\)"):
+        window_partition(torch.zeros(1, 4, 6, 2), 3)
+    with pytest.raises(ValueError, match=r"X must have shape \(batch, height, width, channels\)"):
+        window_partition(torch.zeros(4, 6, 2), 2)
+    with pytest.raises(ValueError, match=r"\(6, 5, 2\) do not tile a 4 x 6 grid"):
+        window_merge(torch.zeros(6, 5, 2), 4, 6)  # 5 is not a square number of patches
+    with pytest.raises(ValueError, match=r"\(5, 4, 2\) do not tile a 4 x 6 grid"):
+        window_merge(torch.zeros(5, 4, 2), 4, 6)  # 6 windows per image, 5 given
+    with pytest.raises(ValueError, match=r"windows must have shape"):
+        window_merge(torch.zeros(4, 2), 4, 6)
