@@ -1,15 +1,17 @@
 """The optimizations chapter's experiments: a small GPT and what each optimization costs.
 
-A character-level GPT learns the French side of the built-in corpus (`builtin_pairs`). Five
-variants get the same data, the same batches, the same optimizer and the same number of steps;
+A character-level GPT learns the French side of the built-in corpus (`builtin_pairs`). Every
+variant gets the same data, the same batches, the same optimizer and the same number of steps;
 each differs from the baseline (multi-head attention, rotary positions, softmax attention) in
 one thing: grouped-query attention with 2 key/value heads, multi-query attention (1 head),
-sinusoidal positions instead of rotary ones, or causal linear attention. Each variant is cached
-under its own `experiment_key`.
+sinusoidal positions, or causal linear attention. The baseline is trained a second time with
+another seed, which shows how much two runs of the same model differ. Each run is cached under
+its own `experiment_key`.
 
 The measurements that do not train run when a figure asks for them: the time per generated
-token with and without the key/value cache, the cache sizes, and the time and memory of linear
-against softmax attention as the sequence grows.
+token with and without the key/value cache, the time and memory of linear against softmax
+attention as the sequence grows, the receptive field of stacked sliding windows, and the
+offset-invariance error of rotary embeddings.
 """
 
 from __future__ import annotations
@@ -28,7 +30,8 @@ from attention_book.data import builtin_pairs
 from attention_book.gpt import GPT
 from attention_book.linear_attention import linear_attention
 from attention_book.memory import measure_tensor_memory
-from attention_book.training import cached, evaluate_loss, experiment_key, fit, set_seed
+from attention_book.rotary import apply_rotary
+from attention_book.training import cached, experiment_key, fit, set_seed
 
 __all__ = [
     "LINEAR_HEAD_DIM",
@@ -46,6 +49,8 @@ __all__ = [
     "optimizations_text",
     "optimizations_trained_model",
     "optimizations_vocab",
+    "receptive_fields",
+    "rope_offset_errors",
 ]
 
 #: The experiment's settings. Changing any value trains again (new cache entries).
@@ -54,12 +59,12 @@ OPTIMIZATIONS_CONFIG: dict[str, Any] = {
     "num_hiddens": 64,
     "num_heads": 4,
     "num_blks": 2,
-    "batch_size": 32,
-    "num_steps": 250,
+    "batch_size": 16,
+    "num_steps": 500,
     "lr": 3e-3,
     "grad_clip": 1.0,
     "seed": 0,
-    "valid_windows": 256,  # validation windows of `context` characters
+    "valid_windows": 200,  # validation windows of 2 * context characters
 }
 
 #: What each variant changes in the baseline GPT (keyword arguments of `GPT`).
@@ -72,11 +77,15 @@ VARIANTS: dict[str, dict[str, Any]] = {
 }
 
 #: Published decoder shapes for the KV-cache table: layers, query heads, key/value heads,
-#: head size and the context length the model was trained for. Sources are given in the
-#: chapter's references: GPT-3 175B (Brown et al., 2020, Table 2.1), Llama 2 7B and 70B
-#: (Touvron et al., 2023, section 2 and Table 1), Mistral 7B (Jiang et al., 2023, Table 1).
+#: head size and the context length the model was trained with. Sources (the chapter's
+#: references): GPT-3 175B, Brown et al. (2020), Table 2.1 and section 2.1; PaLM 540B,
+#: Chowdhery et al. (2022), Table 1 (head size 256), section 2 (multi-query attention) and
+#: section 5 (sequence length 2048); Llama 2 7B and 70B, Touvron et al. (2023), Table 1
+#: (context 4k; GQA for 34B and 70B), with layers and heads from Meta's released
+#: configurations; Mistral 7B, Jiang et al. (2023), Table 1.
 PUBLISHED_MODELS: dict[str, dict[str, int]] = {
     "GPT-3 175B": {"layers": 96, "heads": 96, "kv_heads": 96, "head_dim": 128, "context": 2048},
+    "PaLM 540B": {"layers": 118, "heads": 48, "kv_heads": 1, "head_dim": 256, "context": 2048},
     "Llama 2 7B": {"layers": 32, "heads": 32, "kv_heads": 32, "head_dim": 128, "context": 4096},
     "Llama 2 70B": {"layers": 80, "heads": 64, "kv_heads": 8, "head_dim": 128, "context": 4096},
     "Mistral 7B": {"layers": 32, "heads": 32, "kv_heads": 8, "head_dim": 128, "context": 8192},
@@ -139,15 +148,21 @@ def optimizations_vocab() -> tuple[str, ...]:
 
 
 def optimizations_encode(text: str) -> torch.Tensor:
-    """Token indices of a text (every character must be in `optimizations_vocab`).
+    """Token indices of a text.
 
     Args:
-        text: The text.
+        text: The text; every character must be in `optimizations_vocab`.
 
     Returns:
         A 1-D integer tensor, one index per character.
+
+    Raises:
+        ValueError: If a character is not in the vocabulary.
     """
     index = {char: i for i, char in enumerate(optimizations_vocab())}
+    unknown = sorted(set(text) - index.keys())
+    if unknown:
+        raise ValueError(f"text holds characters outside the vocabulary: {unknown}")
     return torch.tensor([index[char] for char in text], dtype=torch.long)
 
 
@@ -214,32 +229,50 @@ def optimizations_make_model(
 # --8<-- [end:make_model]
 
 
-def _train(variant: str, config: dict[str, Any]) -> dict[str, Any]:
+@torch.no_grad()
+def _loss_by_position(model: GPT, windows: torch.Tensor) -> list[float]:
+    """Mean cross-entropy (nats per character) at each position of the windows."""
+    losses = []
+    for batch in windows.split(50):
+        logits = model(batch[:, :-1])  # (batch, length, vocab)
+        loss = F.cross_entropy(logits.transpose(1, 2), batch[:, 1:], reduction="none")
+        losses.append(loss)  # (batch, length)
+    return torch.cat(losses).mean(dim=0).tolist()
+
+
+def _train(variant: str, seed: int, config: dict[str, Any]) -> dict[str, Any]:
     """Train one variant on the same batches as every other, and measure its validation loss."""
     steps, batch_size, context = config["num_steps"], config["batch_size"], config["context"]
-    train = _windows(optimizations_text("train"), steps * batch_size, context, config["seed"])
-    valid = _windows(optimizations_text("valid"), config["valid_windows"], context, 1)
-    set_seed(config["seed"])
+    train = _windows(optimizations_text("train"), steps * batch_size, context, seed)
+    # Windows twice as long as in training: positions past `context` were never trained.
+    valid = _windows(optimizations_text("valid"), config["valid_windows"], 2 * context, 1)
+    set_seed(seed)
     model = optimizations_make_model(variant, config)
     loader = DataLoader(TensorDataset(train), batch_size=batch_size)
-    start = time.perf_counter()
-    history = fit(
-        model, loader, _next_token_loss, num_epochs=1, lr=config["lr"],
-        grad_clip=config["grad_clip"], device="cpu",
-    )  # fmt: skip
-    seconds = time.perf_counter() - start
-    valid_loader = DataLoader(TensorDataset(valid), batch_size=64)
+    num_threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # small matrices: a second thread gains little, and on a
+    try:  # loaded machine threads that wait for each other lose much more
+        start = time.perf_counter()
+        history = fit(
+            model, loader, _next_token_loss, num_epochs=1, lr=config["lr"],
+            grad_clip=config["grad_clip"], device="cpu",
+        )  # fmt: skip
+        seconds = time.perf_counter() - start
+        by_position = _loss_by_position(model.eval(), valid)
+    finally:
+        torch.set_num_threads(num_threads)
     return {
         "state_dict": model.state_dict(),
         "train_loss": history.train_loss[-1],
-        "valid_loss": evaluate_loss(model, valid_loader, _next_token_loss),
+        "valid_loss": statistics.fmean(by_position[:context]),
+        "loss_by_position": by_position,
         "train_seconds": seconds,
         "num_parameters": sum(p.numel() for p in model.parameters()),
     }
 
 
 # --8<-- [start:experiment]
-def optimizations_experiment(variant: str = "baseline") -> dict[str, Any]:
+def optimizations_experiment(variant: str = "baseline", seed: int | None = None) -> dict[str, Any]:
     """Train (or load from the cache) one variant of the chapter's GPT.
 
     The first call trains (about half a minute per variant on two CPU cores); later calls with
@@ -247,14 +280,24 @@ def optimizations_experiment(variant: str = "baseline") -> dict[str, Any]:
 
     Args:
         variant: A key of `VARIANTS`.
+        seed: Seed of the initialization and of the batches (default: the config's).
 
     Returns:
         "state_dict", the last "train_loss", the "valid_loss" (mean cross-entropy per
-        character, in nats), "train_seconds" and "num_parameters".
+        character over the first ``context`` positions of validation windows, in nats),
+        "loss_by_position" (over windows of ``2 * context``), "train_seconds" and
+        "num_parameters".
+
+    Raises:
+        ValueError: If `variant` is not a key of `VARIANTS`.
     """
-    config = {**OPTIMIZATIONS_CONFIG, "variant": variant, "changes": VARIANTS[variant]}
-    key = experiment_key(config, __name__)
-    return cached(f"optimizations-{variant}", key, lambda: _train(variant, OPTIMIZATIONS_CONFIG))
+    if variant not in VARIANTS:
+        raise ValueError(f"variant must be one of {sorted(VARIANTS)}, got {variant!r}")
+    seed = OPTIMIZATIONS_CONFIG["seed"] if seed is None else seed
+    config = {**OPTIMIZATIONS_CONFIG, "seed": seed, "variant": variant}
+    key = experiment_key({**config, "changes": VARIANTS[variant]}, __name__)
+    name = f"optimizations-{variant}-seed{seed}"
+    return cached(name, key, lambda: _train(variant, seed, OPTIMIZATIONS_CONFIG))
 
 
 # --8<-- [end:experiment]
@@ -279,12 +322,14 @@ def optimizations_trained_model(variant: str = "baseline") -> GPT:
 
 
 @functools.cache
-def generation_timings(max_new_tokens: int = 384, repeats: int = 3) -> dict[str, Any]:
+def generation_timings(max_new_tokens: int = 512, repeats: int = 3) -> dict[str, Any]:
     """Time of each generated token of the trained baseline, with and without the cache.
 
-    Greedy generation from a one-character prompt, step by step as `GPT.generate` does it;
-    each step is timed ``repeats`` times (three separate generations) and the fastest kept,
-    which removes most of the noise of a shared machine.
+    Greedy generation from a one-character prompt, step by step as `GPT.generate` does it,
+    on one thread, so that neither method gains from parallel work the other cannot use.
+    Each step is timed by the CPU time of that thread (`time.thread_time`), which other
+    processes of a shared machine do not inflate, in ``repeats`` separate generations; the
+    fastest is kept.
 
     Args:
         max_new_tokens: Tokens to generate.
@@ -292,28 +337,33 @@ def generation_timings(max_new_tokens: int = 384, repeats: int = 3) -> dict[str,
 
     Returns:
         "positions" (the length of the sequence before each step), per method ("cache",
-        "no_cache") the seconds of each step, and "same_tokens": whether both methods
-        generated the same tokens.
+        "no_cache") the seconds of each step, "same_tokens" (whether both methods generated
+        the same tokens) and the generated "text".
     """
     model = optimizations_trained_model("baseline")
     prompt = optimizations_encode("L")[None, :]  # (1, 1)
     times: dict[str, list[list[float]]] = {"cache": [], "no_cache": []}
     outputs = {}
-    with torch.no_grad():
-        for _ in range(repeats):
-            for method in times:
-                tokens, step_times = prompt, []
-                cache = model.new_cache(1, 1 + max_new_tokens) if method == "cache" else None
-                step_input = tokens
-                for _ in range(max_new_tokens):
-                    start = time.perf_counter()
-                    logits = model(step_input, cache) if cache is not None else model(tokens)
-                    next_token = logits[:, -1].argmax(dim=-1, keepdim=True)  # (1, 1)
-                    step_times.append(time.perf_counter() - start)
-                    tokens = torch.cat([tokens, next_token], dim=1)
-                    step_input = next_token
-                times[method].append(step_times)
-                outputs[method] = tokens
+    num_threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        with torch.no_grad():
+            for _ in range(repeats):
+                for method in times:
+                    tokens, step_times = prompt, []
+                    cache = model.new_cache(1, 1 + max_new_tokens) if method == "cache" else None
+                    step_input = tokens
+                    for _ in range(max_new_tokens):
+                        start = time.thread_time()
+                        logits = model(step_input, cache) if cache is not None else model(tokens)
+                        next_token = logits[:, -1].argmax(dim=-1, keepdim=True)  # (1, 1)
+                        step_times.append(time.thread_time() - start)
+                        tokens = torch.cat([tokens, next_token], dim=1)
+                        step_input = next_token
+                    times[method].append(step_times)
+                    outputs[method] = tokens
+    finally:
+        torch.set_num_threads(num_threads)
     best = {m: [min(column) for column in zip(*runs, strict=True)] for m, runs in times.items()}
     return {
         "positions": list(range(1, max_new_tokens + 1)),
@@ -323,46 +373,127 @@ def generation_timings(max_new_tokens: int = 384, repeats: int = 3) -> dict[str,
     }
 
 
-def _median_seconds(function, *args, repeats: int = 5, **kwargs) -> float:
-    """Median wall-clock time of `repeats` calls, after one warm-up call."""
-    function(*args, **kwargs)
+def _median_seconds(function, *args, repeats: int = 3) -> float:
+    """Median CPU time of this thread over `repeats` calls, after one warm-up call."""
+    function(*args)
     seconds = []
     for _ in range(repeats):
-        start = time.perf_counter()
-        function(*args, **kwargs)
-        seconds.append(time.perf_counter() - start)
+        start = time.thread_time()
+        function(*args)
+        seconds.append(time.thread_time() - start)
     return statistics.median(seconds)
 
 
 @functools.cache
 def linear_attention_measurements() -> dict[str, Any]:
-    """Time and peak memory of softmax and linear attention, for each sequence length.
+    """Time and peak memory of causal softmax and linear attention at each sequence length.
 
     One sequence, 4 heads of ``LINEAR_HEAD_DIM`` features, float32, forward pass without
-    gradients, as many queries as keys. Softmax attention is the book's
-    `DotProductAttention` (explicit path: the ``n x n`` weights are formed); linear attention
-    runs non-causal and causal. Memory is the exact peak of tensor memory
-    (`measure_tensor_memory`) on the ``meta`` device.
+    gradients, as many queries as keys, causal, one CPU thread, timed by its CPU time (as
+    `generation_timings`). Softmax attention runs twice:
+    the book's explicit `DotProductAttention`, which forms the ``n x n`` weights, and
+    PyTorch's fused ``scaled_dot_product_attention`` (on the CPU a FlashAttention-style
+    kernel that does not store them). Linear attention is `linear_attention` (elu + 1,
+    chunks of 64). Memory is the exact peak of the tensors each returns or keeps alive
+    between operators (`measure_tensor_memory`); scratch space inside one kernel is not seen.
 
     Returns:
-        "seq_lens", and per method ("softmax", "linear", "linear_causal") the median
+        "seq_lens", and per method ("softmax", "softmax_fused", "linear") the median
         "seconds" and the peak "bytes" at each length.
     """
-    softmax = DotProductAttention()
+    explicit = DotProductAttention()
     methods = {
-        "softmax": lambda q, k, v: softmax(q, k, v),
-        "softmax_causal": lambda q, k, v: softmax(q, k, v, is_causal=True),
-        "linear": lambda q, k, v: linear_attention(q, k, v),
-        "linear_causal": lambda q, k, v: linear_attention(q, k, v, causal=True),
+        "softmax": lambda q, k, v: explicit(q, k, v, is_causal=True),
+        "softmax_fused": lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True),
+        "linear": lambda q, k, v: linear_attention(q, k, v, causal=True),
     }
     result: dict[str, Any] = {"seq_lens": list(LINEAR_SEQ_LENS)}
     result |= {name: {"seconds": [], "bytes": []} for name in methods}
-    for n in LINEAR_SEQ_LENS:
-        generator = torch.Generator().manual_seed(n)
-        q, k, v = (torch.randn(1, 4, n, LINEAR_HEAD_DIM, generator=generator) for _ in range(3))
-        meta = [x.to("meta") for x in (q, k, v)]
+    num_threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # one thread: less disturbed by the other work of a machine
+    try:
         with torch.no_grad():
-            for name, method in methods.items():
-                result[name]["seconds"].append(_median_seconds(method, q, k, v))
-                result[name]["bytes"].append(measure_tensor_memory(method, *meta)[1])
+            for n in LINEAR_SEQ_LENS:
+                generator = torch.Generator().manual_seed(n)
+                shape = (1, 4, n, LINEAR_HEAD_DIM)
+                q, k, v = (torch.randn(shape, generator=generator) for _ in range(3))
+                for name, method in methods.items():
+                    result[name]["seconds"].append(_median_seconds(method, q, k, v))
+                    result[name]["bytes"].append(measure_tensor_memory(method, q, k, v)[1])
+    finally:
+        torch.set_num_threads(num_threads)
+    return result
+
+
+@functools.cache
+def receptive_fields(
+    window: int = 4, depths: tuple[int, ...] = (1, 2, 3, 4), n: int = 24
+) -> dict[str, Any]:
+    """Which input positions can change each output position of a stack of sliding windows.
+
+    For a GPT with ``depth`` layers of causal sliding-window attention (random weights,
+    float64), the Jacobian of the last layer's output at every position with respect to every
+    input embedding, by autograd: position ``j`` is in the receptive field of output ``i`` when
+    that block of the Jacobian is not zero.
+
+    Args:
+        window: The window of every layer (keys per query, itself included).
+        depths: Numbers of layers.
+        n: Sequence length.
+
+    Returns:
+        "window", "n", and "fields": per depth, a boolean ``(n, n)`` tensor, True where input
+        ``j`` reaches output ``i``.
+    """
+    fields = {}
+    for depth in depths:
+        generator = torch.Generator().manual_seed(depth)
+        with torch.random.fork_rng():  # seed the weights without touching the caller's RNG
+            torch.manual_seed(depth)
+            model = GPT(8, 16, 2, depth, window=window, positional="none").double().eval()
+        X = torch.randn(1, n, 16, dtype=torch.float64, generator=generator, requires_grad=True)
+        Y = X
+        for blk in model.blks:
+            Y = blk(Y)  # (1, n, 16)
+        field = torch.zeros(n, n, dtype=torch.bool)
+        for i in range(n):
+            (grad,) = torch.autograd.grad(Y[0, i].sum(), X, retain_graph=True)  # (1, n, 16)
+            field[i] = grad[0].abs().sum(dim=-1) > 0
+        fields[depth] = field
+    return {"window": window, "n": n, "fields": fields}
+
+
+@functools.cache
+def rope_offset_errors(
+    head_dim: int = 64, max_position: int = 4096, trials: int = 200
+) -> dict[str, Any]:
+    """How far rotated scores are from depending on the offset only, in float32 and float64.
+
+    For random queries ``q``, keys ``k``, positions ``p, r`` and shifts ``s`` (all below
+    ``max_position``), compares ``rot(q, p) · rot(k, r)`` with ``rot(q, p + s) · rot(k, r + s)``.
+    In exact arithmetic the two are equal.
+
+    Args:
+        head_dim: Features per head.
+        max_position: Largest position or shift drawn.
+        trials: Number of (q, k, p, r, s) drawn.
+
+    Returns:
+        "head_dim", "max_position", "trials", and per dtype ("float32", "float64") the
+        largest "absolute" difference and the largest difference "relative" to ``|q| |k|``.
+    """
+    generator = torch.Generator().manual_seed(0)
+    q, k = torch.randn(2, trials, head_dim, dtype=torch.float64, generator=generator)
+    p, r, s = torch.randint(0, max_position, (3, trials), generator=generator)
+    result: dict[str, Any] = {"head_dim": head_dim, "max_position": max_position, "trials": trials}
+    for dtype in (torch.float32, torch.float64):
+        qd, kd = q.to(dtype), k.to(dtype)
+        first = (apply_rotary(qd, p) * apply_rotary(kd, r)).sum(-1)  # (trials,)
+        shifted = (apply_rotary(qd, p + s) * apply_rotary(kd, r + s)).sum(-1)
+        difference = (first - shifted).abs().double()
+        scale = q.norm(dim=-1) * k.norm(dim=-1)
+        result[str(dtype).removeprefix("torch.")] = {
+            "absolute": difference.max().item(),
+            "relative": (difference / scale).max().item(),
+        }
     return result

@@ -1,3 +1,385 @@
-"""Figures of the optimizations chapter."""
+"""Figures and build-time tables of the chapter "Transformer optimizations".
 
-FIGURES = ()
+Drawing only: the trainings and measurements they show live in
+`attention_book.experiments.optimizations`; the masks come from `attention_book.masking`.
+"""
+
+from __future__ import annotations
+
+import os
+
+import matplotlib.pyplot as plt
+import torch
+from matplotlib.figure import Figure
+
+from attention_book.experiments.optimizations import (
+    LINEAR_HEAD_DIM,
+    OPTIMIZATIONS_CONFIG,
+    VARIANTS,
+    generation_timings,
+    linear_attention_measurements,
+    optimizations_decode,
+    optimizations_encode,
+    optimizations_experiment,
+    optimizations_make_model,
+    optimizations_text,
+    optimizations_trained_model,
+    receptive_fields,
+    rope_offset_errors,
+)
+from attention_book.masking import block_sparse_mask, causal_mask, sliding_window_mask
+from attention_book.plotting import BOOK_STYLE, new_figure
+
+__all__ = [
+    "FIGURES",
+    "optimizations_cache_speedup",
+    "optimizations_cache_timings",
+    "optimizations_extrapolation",
+    "optimizations_generation_sample",
+    "optimizations_linear_crossover",
+    "optimizations_linear_scaling",
+    "optimizations_loss_by_position",
+    "optimizations_receptive_field",
+    "optimizations_rope_error",
+    "optimizations_sparse_patterns",
+    "optimizations_variants_table",
+]
+
+COLORS = {
+    "cache": "#1f77b4",
+    "no_cache": "#d62728",
+    "softmax": "#d62728",
+    "softmax_fused": "#ff7f0e",
+    "linear": "#1f77b4",
+}
+LABELS = {
+    "baseline": "baseline: 4 heads, rotary, softmax",
+    "gqa": "grouped-query, 2 key/value heads",
+    "mqa": "multi-query, 1 key/value head",
+    "sinusoidal": "sinusoidal positions instead of rotary",
+    "linear": "causal linear attention (elu + 1)",
+}
+SAMPLE_PROMPTS = ("Elle a ", "Nous avons vendu ", "Ils ont payé ")
+SHORT = {
+    "gqa": "grouped-query attention",
+    "mqa": "multi-query attention",
+    "sinusoidal": "sinusoidal positions",
+    "linear": "linear attention",
+}
+
+
+def _load() -> str:
+    """The machine's load average over the last minute, for the caveat of a timing."""
+    try:
+        return f"{os.getloadavg()[0]:.1f}"
+    except OSError:  # not available on this platform
+        return "unknown"
+
+
+# ---------------------------------------------------------------------------------------------
+# Section 1: the key/value cache
+
+
+def optimizations_generation_sample() -> str:
+    """Markdown: the trained baseline's greedy continuations of three prompts."""
+    result = optimizations_experiment("baseline")
+    model = optimizations_trained_model("baseline")
+    training = set(optimizations_text("train").splitlines())
+    lines, copied = [], 0
+    for prompt in SAMPLE_PROMPTS:
+        tokens = model.generate(optimizations_encode(prompt)[None, :], 150)  # (1, n + 150)
+        line = optimizations_decode(tokens[0]).split("\n")[0]  # up to the first line break
+        copied += line in training
+        lines.append(line)
+    text = "\n".join(lines)
+    return (
+        f"```text\n{text}\n```\n\n"
+        f"*Greedy continuations of {len(SAMPLE_PROMPTS)} prompts by the baseline, up to the "
+        f"first line break (at most 150 characters), after "
+        f"{OPTIMIZATIONS_CONFIG['num_steps']} training steps ({result['train_seconds']:.0f} s "
+        f"in this build). {copied} of the {len(lines)} lines occur word for word in the "
+        "training text.*"
+    )
+
+
+def optimizations_cache_timings() -> Figure:
+    """Time per generated token against position, and the running total, with and without."""
+    timings = generation_timings()
+    positions = timings["positions"]
+    fig = new_figure((8.4, 3.3))
+    with plt.rc_context(BOOK_STYLE):
+        per_token, total = fig.subplots(1, 2)
+        for method, label in (("no_cache", "without cache"), ("cache", "with KV cache")):
+            milliseconds = [1e3 * t for t in timings[method]]
+            running, cumulative = 0.0, []
+            for t in timings[method]:
+                running += t
+                cumulative.append(running)
+            per_token.plot(positions, milliseconds, color=COLORS[method], lw=1, label=label)
+            total.plot(positions, cumulative, color=COLORS[method], lw=1.5, label=label)
+        per_token.set_xlabel("position of the generated token")
+        per_token.set_ylabel("time of that step (ms)")
+        per_token.set_title("One step", fontsize=10)
+        per_token.set_ylim(bottom=0)
+        total.set_xlabel("tokens generated")
+        total.set_ylabel("total time (s)")
+        total.set_title("All steps so far", fontsize=10)
+        total.set_ylim(bottom=0)
+        total.legend()
+        fig.suptitle("Greedy generation, trained baseline, one CPU thread", fontsize=10)
+        fig.tight_layout()
+    return fig
+
+
+def optimizations_cache_speedup() -> str:
+    """Markdown sentence: the speedup of the cache at the last step and over the generation."""
+    timings = generation_timings()
+    last = timings["no_cache"][-1] / timings["cache"][-1]
+    first = timings["no_cache"][0] / timings["cache"][0]
+    whole = sum(timings["no_cache"]) / sum(timings["cache"])
+    n = len(timings["positions"])
+    return (
+        f"In this build, at the last of {n} steps one step took "
+        f"{1e3 * timings['no_cache'][-1]:.2f} ms without the cache and "
+        f"{1e3 * timings['cache'][-1]:.2f} ms with it: **{last:.1f}× faster** (at the first "
+        f"step the ratio was {first:.1f}). The whole generation took "
+        f"{sum(timings['no_cache']):.2f} s without and {sum(timings['cache']):.2f} s with the "
+        f"cache ({whole:.1f}×). Fastest of three runs per step, one thread, load average "
+        f"{_load()} when the figure was drawn."
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# Sections 2, 3 and 5: what each variant costs in loss
+
+
+def optimizations_variants_table() -> str:
+    """Markdown table: each variant's cache size, parameters and validation loss."""
+    context = OPTIMIZATIONS_CONFIG["context"]
+    baseline = optimizations_experiment("baseline")
+    lines = [
+        "| model | key/value heads | cache for one sequence of "
+        f"{context} | parameters | validation loss | vs baseline | training |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for variant in VARIANTS:
+        result = optimizations_experiment(variant)
+        model = optimizations_make_model(variant)
+        cache = model.new_cache(1, context)
+        delta = result["valid_loss"] - baseline["valid_loss"]
+        lines.append(
+            f"| {LABELS[variant]} | {model.num_kv_heads if variant != 'linear' else '-'} | "
+            f"{cache.nbytes / 1024:.0f} KiB | {result['num_parameters']:,} | "
+            f"{result['valid_loss']:.3f} | {delta:+.3f} | {result['train_seconds']:.0f} s |"
+        )
+    other_seed = optimizations_experiment("baseline", seed=1)
+    noise = abs(other_seed["valid_loss"] - baseline["valid_loss"])
+    measurable = [
+        SHORT[v]
+        for v in SHORT
+        if abs(optimizations_experiment(v)["valid_loss"] - baseline["valid_loss"]) > 2 * noise
+    ]
+    verdict = (
+        "more than twice that gap from the baseline: " + ", ".join(measurable) + "."
+        if measurable
+        else "no variant differs from the baseline by more than twice that gap."
+    )
+    lines += [
+        "",
+        f"*Validation loss: mean cross-entropy per character (nats) over the first {context} "
+        f"positions of {OPTIMIZATIONS_CONFIG['valid_windows']} validation windows, after "
+        f"{OPTIMIZATIONS_CONFIG['num_steps']} steps of {OPTIMIZATIONS_CONFIG['batch_size']} "
+        "windows. Cache: float32 keys and values (or the running sums of linear attention), "
+        "measured on the tensors `new_cache` allocates. The baseline trained with another "
+        f"seed reached {other_seed['valid_loss']:.3f} ({noise:.3f} from the first run); "
+        f"{verdict}*",
+    ]
+    return "\n".join(lines)
+
+
+def optimizations_loss_by_position() -> Figure:
+    """Validation loss at each position of windows twice as long as in training."""
+    context = OPTIMIZATIONS_CONFIG["context"]
+    fig = new_figure((6.4, 3.5))
+    styles = {"baseline": "#1f77b4", "sinusoidal": "#d62728", "linear": "#2ca02c"}
+    with plt.rc_context(BOOK_STYLE):
+        ax = fig.add_subplot()
+        for variant, color in styles.items():
+            losses = torch.tensor(optimizations_experiment(variant)["loss_by_position"])
+            smooth = torch.nn.functional.avg_pool1d(losses[None, None], 8, stride=8)[0, 0]
+            ax.plot(torch.arange(len(smooth)) * 8 + 4, smooth, color=color, label=LABELS[variant])
+        ax.axvline(context, color="gray", ls="--", lw=1)
+        ax.text(context, ax.get_ylim()[1], " longest trained window", va="top", color="gray")
+        ax.set_yscale("log")
+        ax.set_xlabel("position in the window (characters)")
+        ax.set_ylabel("validation loss (nats, mean of 8 positions)")
+        ax.legend(fontsize=8, loc="center left")
+        fig.tight_layout()
+    return fig
+
+
+def optimizations_extrapolation() -> str:
+    """Markdown sentence: mean loss inside and past the trained length, per variant."""
+    context = OPTIMIZATIONS_CONFIG["context"]
+    parts = []
+    for variant in ("baseline", "sinusoidal", "linear"):
+        losses = optimizations_experiment(variant)["loss_by_position"]
+        inside = sum(losses[:context]) / context
+        past = sum(losses[context:]) / len(losses[context:])
+        parts.append(f"{SHORT.get(variant, 'rotary (baseline)')} {inside:.2f} → {past:.2f}")
+    return (
+        f"Mean validation loss at positions 1–{context} → {context + 1}–{2 * context} in this "
+        "build: " + "; ".join(parts) + " nats per character."
+    )
+
+
+def optimizations_rope_error() -> str:
+    """Markdown sentence: how far rotated scores are from depending on the offset only."""
+    errors = rope_offset_errors()
+    return (
+        "Largest change of $\\mathbf{q}^\\top \\mathbf{k}$ when both positions move by the "
+        f"same shift, over {errors['trials']} random pairs of {errors['head_dim']} features "
+        f"with positions and shifts below {errors['max_position']:,}, relative to "
+        f"$\\lVert\\mathbf{{q}}\\rVert\\,\\lVert\\mathbf{{k}}\\rVert$: "
+        f"**{errors['float32']['relative']:.1e} in float32** and "
+        f"**{errors['float64']['relative']:.1e} in float64** (absolute: "
+        f"{errors['float32']['absolute']:.1e} and {errors['float64']['absolute']:.1e}); "
+        "rounding error of each precision, not a dependence on position."
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# Section 4: local and sparse attention
+
+
+def optimizations_receptive_field() -> Figure:
+    """Which inputs reach each output, for 1 to 4 layers of the same sliding window."""
+    data = receptive_fields()
+    window, n, fields = data["window"], data["n"], data["fields"]
+    fig = new_figure((2.3 * len(fields), 2.8))
+    with plt.rc_context({**BOOK_STYLE, "axes.grid": False}):
+        axes = fig.subplots(1, len(fields), sharey=True)
+        for ax, (depth, field) in zip(axes, fields.items(), strict=True):
+            reach = int(field[-1].sum())
+            ax.imshow(field.float().numpy(), cmap="Blues", vmin=0, vmax=1.3)
+            ax.set_title(f"{depth} layer{'s' * (depth > 1)}: reach {reach}", fontsize=9)
+            ax.set_xlabel("input position")
+        axes[0].set_ylabel("output position")
+        fig.suptitle(
+            f"Window of {window} keys per layer; measured by autograd (n = {n})", fontsize=10
+        )
+        fig.tight_layout()
+    return fig
+
+
+def _longformer_layout(num_blocks: int, global_blocks: int = 1) -> torch.Tensor:
+    """Block layout: each block sees its neighbours; the first blocks see and are seen by all."""
+    index = torch.arange(num_blocks)
+    layout = (index[:, None] - index[None, :]).abs() <= 1
+    layout[:global_blocks, :] = True
+    layout[:, :global_blocks] = True
+    return layout
+
+
+def optimizations_sparse_patterns() -> Figure:
+    """Four attention patterns of 32 tokens, with the share of (query, key) pairs each keeps."""
+    n, block = 32, 4
+    local = torch.eye(n // block, dtype=torch.bool)  # each block sees only itself
+    patterns = {
+        "causal (full)": causal_mask(n, n),
+        "causal sliding window, 6 keys": sliding_window_mask(n, n, 6),
+        "local blocks (Swin-like windows)": block_sparse_mask(local, block),
+        "neighbour blocks + 1 global block": block_sparse_mask(
+            _longformer_layout(n // block), block
+        ),
+    }
+    fig = new_figure((2.4 * len(patterns), 2.9))
+    with plt.rc_context({**BOOK_STYLE, "axes.grid": False}):
+        axes = fig.subplots(1, len(patterns), sharey=True)
+        for ax, (name, mask) in zip(axes, patterns.items(), strict=True):
+            ax.imshow(mask.float().numpy(), cmap="Blues", vmin=0, vmax=1.3)
+            ax.set_title(f"{name}\n{mask.float().mean():.0%} of the pairs", fontsize=8)
+            ax.set_xlabel("key")
+        axes[0].set_ylabel("query")
+        fig.tight_layout()
+    return fig
+
+
+# ---------------------------------------------------------------------------------------------
+# Section 5: linear attention
+
+
+def optimizations_linear_scaling() -> Figure:
+    """Time and peak memory of causal softmax and linear attention against n (log-log)."""
+    data = linear_attention_measurements()
+    n = data["seq_lens"]
+    labels = {
+        "softmax": "softmax, explicit (book's DotProductAttention)",
+        "softmax_fused": "softmax, PyTorch fused SDPA",
+        "linear": "linear attention (elu + 1)",
+    }
+    fig = new_figure((8.6, 3.5))
+    with plt.rc_context(BOOK_STYLE):
+        time_ax, memory_ax = fig.subplots(1, 2)
+        for method, label in labels.items():
+            milliseconds = [1e3 * t for t in data[method]["seconds"]]
+            mib = [b / 2**20 for b in data[method]["bytes"]]
+            time_ax.plot(n, milliseconds, "o-", color=COLORS[method], label=label, ms=3)
+            memory_ax.plot(n, mib, "o-", color=COLORS[method], label=label, ms=3)
+        for ax, ylabel in ((time_ax, "time (ms, median)"), (memory_ax, "peak tensor memory (MiB)")):
+            ax.set_xscale("log", base=2)
+            ax.set_yscale("log")
+            ax.set_xlabel("sequence length n")
+            ax.set_ylabel(ylabel)
+        time_ax.legend(fontsize=7)
+        fig.suptitle(
+            f"Causal, forward only, 4 heads of {LINEAR_HEAD_DIM}, float32, one CPU thread",
+            fontsize=10,
+        )
+        fig.tight_layout()
+    return fig
+
+
+def _crossover(seq_lens: list[int], ours: list[float], theirs: list[float]) -> int | None:
+    """The first length from which `ours` stays below `theirs`, or None."""
+    for index, n in enumerate(seq_lens):
+        if all(a < b for a, b in zip(ours[index:], theirs[index:], strict=True)):
+            return n
+    return None
+
+
+def optimizations_linear_crossover() -> str:
+    """Markdown sentences: from which length linear attention is faster and smaller."""
+    data = linear_attention_measurements()
+    n = data["seq_lens"]
+    linear = data["linear"]
+    sentences = []
+    for method, name in (("softmax", "the explicit softmax"), ("softmax_fused", "fused SDPA")):
+        for quantity, word in (("seconds", "faster"), ("bytes", "smaller in memory")):
+            at = _crossover(n, linear[quantity], data[method][quantity])
+            where = f"from n = {at:,} on" if at else "at no measured length"
+            sentences.append(f"{word} than {name} {where}")
+    longest = n[-1]
+    ratio = data["softmax_fused"]["seconds"][-1] / linear["seconds"][-1]
+    return (
+        f"In this build linear attention was {sentences[0]}, {sentences[1]}; "
+        f"{sentences[2]}, and {sentences[3]} (lengths {n[0]} to {longest:,}, doubling). "
+        f"At n = {longest:,} fused softmax attention took {ratio:.1f}× as long as linear "
+        f"attention. Load average {_load()} when the figure was drawn."
+    )
+
+
+#: The figures and build-time tables of this module, in the order of the chapter.
+FIGURES = (
+    optimizations_generation_sample,
+    optimizations_cache_timings,
+    optimizations_cache_speedup,
+    optimizations_variants_table,
+    optimizations_rope_error,
+    optimizations_loss_by_position,
+    optimizations_extrapolation,
+    optimizations_receptive_field,
+    optimizations_sparse_patterns,
+    optimizations_linear_scaling,
+    optimizations_linear_crossover,
+)
