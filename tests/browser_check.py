@@ -4,8 +4,9 @@ Usage: ``python tests/browser_check.py site --screenshots screenshots``; add
 ``--page docs/chapters/x.md`` (several times if needed) to check only those pages.
 
 For every page of the site it fails on a console error, an uncaught exception, a failed
-request or an HTTP error, an image that did not load (``naturalWidth == 0``) and a formula that
-MathJax did not render; it saves a full-page screenshot of each page in light and dark mode.
+request or an HTTP error, an image that did not load (``naturalWidth == 0``), a formula that
+MathJax did not render (with MathJax's message) and a code block that scrolls sideways at
+1280 px; it saves a full-page screenshot of each page in light and dark mode.
 Then it types "attention" into the search box and expects results. It drives Debian's
 Chromium through Playwright (no browser download) and serves the site on a local port.
 """
@@ -42,7 +43,16 @@ PAGE_STATE = """async () => {
     await window.MathJax.startup.promise;
   }
   const math = [...document.querySelectorAll('.arithmatex')];
+  // Folded blocks count too: a reader opens them. Open every fold to measure, then restore.
+  const folds = [...document.querySelectorAll('details')].filter(d => !d.open);
+  folds.forEach(d => { d.open = true; });
   const images = [...document.querySelectorAll('img')];
+  const wide = [...document.querySelectorAll('pre > code')]
+    .filter(code => code.getClientRects().length > 0)  // displayed (not in a hidden tab)
+    .filter(code => [code, code.parentElement].some(box =>
+      getComputedStyle(box).display !== 'inline' && box.scrollWidth > box.clientWidth + 1))
+    .map(code => code.textContent.trim().split('\\n')[0].slice(0, 60));
+  folds.forEach(d => { d.open = false; });
   return {
     images: images.map(img => ({
       src: img.currentSrc || img.src,
@@ -58,6 +68,8 @@ PAGE_STATE = """async () => {
       };
     }),
     mathjax: Boolean(window.MathJax && window.MathJax.startup),
+    // Code that scrolls sideways hides its line ends.
+    wide_code: wide,
   };
 }"""
 
@@ -138,6 +150,8 @@ def check_page(context, url: str, screenshot: Path | None) -> PageReport:
             if not formula["ok"]:
                 why = f" (MathJax: {formula['error']})" if formula["error"] else ""
                 report.problems.append(f"math not rendered: {formula['text']!r}{why}")
+        for first_line in state["wide_code"]:
+            report.problems.append(f"code scrolls sideways at this width: {first_line!r}")
         if screenshot is not None:
             screenshot.parent.mkdir(parents=True, exist_ok=True)
             page.screenshot(path=str(screenshot), full_page=True)

@@ -1,6 +1,7 @@
 """The mkdocs hook (docs/hooks/book.py): notebooks from chapters, figure discovery."""
 
 import importlib.util
+import sys
 from pathlib import Path
 
 import nbformat
@@ -9,6 +10,7 @@ import pytest
 from attention_book.figures import figure_functions, find_figure
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "docs" / "hooks"))  # as mkdocs does while it loads a hook
 spec = importlib.util.spec_from_file_location("book_hook", ROOT / "docs" / "hooks" / "book.py")
 book = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(book)
@@ -210,3 +212,56 @@ def test_a_fragment_shown_as_an_image_says_how_to_insert_it(tmp_path, monkeypatc
     monkeypatch.setattr(book, "render", render)
     with pytest.raises(book.PluginError, match=r"docs/chapters/x.md: .*returned Markdown.*build:"):
         book.add_figures(files, {})
+
+
+import book_listings  # noqa: E402  (docs/hooks/ is on sys.path above)
+
+
+def test_listings_keep_only_the_summary_line_of_each_docstring():
+    source = '''class A:
+    """One line.
+
+    Args:
+        x: Something.
+    """
+
+    def f(self, x):
+        """Do it, in two
+        lines of summary.
+
+        Returns:
+            x.
+        """
+        return x  # keep comments
+'''
+    assert book_listings.shorten_docstrings(source) == (
+        'class A:\n    """One line."""\n\n    def f(self, x):\n'
+        '        """Do it, in two lines of summary."""\n        return x  # keep comments'
+    )
+    assert book_listings.shorten_docstrings("def broken(:\n") == "def broken(:\n"
+
+
+def test_listings_link_what_they_show_to_the_api_reference():
+    page = (
+        "Text.\n\n"
+        '??? note "Folded"\n\n'
+        '    ```python title="attention_book/multihead.py"\n'
+        '    --8<-- "attention_book/multihead.py:split_heads"\n'
+        '    --8<-- "attention_book/multihead.py:merge_heads"\n'
+        "    ```\n\nMore text.\n"
+    )
+    expanded = book_listings.expand_listings(page, "docs/chapters/x.md")
+    assert "--8<--" not in expanded
+    assert "\n    def split_heads(" in expanded and "\n    def merge_heads(" in expanded
+    assert "Args:" not in expanded and "Shapes:" not in expanded  # left to the API page
+    assert (
+        "    API reference: [`split_heads`][attention_book.multihead.split_heads] · "
+        "[`merge_heads`][attention_book.multihead.merge_heads]\n    {: .listing-api }"
+    ) in expanded
+    assert expanded.endswith("More text.\n")
+
+
+def test_a_listing_of_a_private_helper_has_no_api_line():
+    source = "def _helper():\n    return 1\n"
+    assert book_listings.api_identifiers("attention_book/multihead.py", source) == []
+    assert book_listings.api_identifiers("attention_book/not_documented.py", "def f(): ...") == []

@@ -86,6 +86,20 @@ def test_a_tex_error_prints_mathjax_message(tiny_site: Path):
     assert any(f"(MathJax: {message})" in p for p in found), found
 
 
+def test_code_that_scrolls_sideways_fails(tiny_site: Path):
+    long_line = "x = " + "1 + " * 400 + "1"
+    style = "<style>pre { width: 600px; overflow-x: auto; }</style>"
+    write_page(tiny_site, "wide", f"{style}<pre><code>{long_line}\nshort</code></pre>")
+    found = problems_of(tiny_site, "/wide/")
+    assert any("code scrolls sideways" in p and "x = 1 + 1" in p for p in found), found
+    write_page(tiny_site, "narrow", f"{style}<pre><code>x = 1\ny = 2</code></pre>")
+    assert problems_of(tiny_site, "/narrow/") == []
+    # Inside a closed fold too: a reader opens it.
+    folded = f"<details><summary>Code</summary><pre><code>{long_line}</code></pre></details>"
+    write_page(tiny_site, "folded", f"{style}{folded}")
+    assert any("code scrolls sideways" in p for p in problems_of(tiny_site, "/folded/"))
+
+
 def test_a_console_error_fails(tiny_site: Path):
     write_page(tiny_site, "console", "<script>console.error('boom')</script>")
     found = problems_of(tiny_site, "/console/")

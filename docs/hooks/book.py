@@ -14,8 +14,9 @@ What it does, in build order:
    ``--results-dir``. It also adds MathJax, copied from the ``django-static-mathjax`` package
    that ``requirements.txt`` installs (no CDN), and one Jupyter notebook per chapter for
    readers to download.
-2. ``on_page_markdown``: replaces ``{{ build:NAME }}`` with the rendered Markdown and puts a
-   download link under each chapter's title.
+2. ``on_page_markdown``: expands the listings of package source (`book_listings`: docstrings
+   cut to their summary, a link to the API entry under each), replaces ``{{ build:NAME }}``
+   with the rendered Markdown and puts a download link under each chapter's title.
 3. ``on_post_page``: strips the CDN script tags that nbconvert adds to notebook pages; the
    site's own MathJax renders their math.
 """
@@ -39,6 +40,7 @@ from pathlib import Path
 from traceback import format_exception
 
 import nbformat
+from book_listings import expand_listings, listing  # docs/hooks/, on sys.path for hooks
 from mkdocs.exceptions import PluginError
 from mkdocs.structure.files import File, Files
 
@@ -257,31 +259,8 @@ def add_mathjax(files: Files, config) -> None:
 # One notebook per chapter
 
 FENCE = re.compile(r"^(?P<indent>\s*)(?P<ticks>`{3,})(?P<info>.*)$")
-SNIPPET = re.compile(r'^--8<-- "(?P<path>[^":]+)(?::(?P<section>[\w-]+))?"$')
 PAGE_LINK = re.compile(r"\]\((?!https?://)(?P<path>[^)\s#]+)\.md(?P<anchor>#[^)\s]*)?\)")
 CODEBLOCKS_COMMENT = re.compile(r"^\s*<!--\s*(pytest-codeblocks:|pytest\.mark\.).*-->\s*$")
-
-
-def snippet_source(line: str, page: str = "a page") -> str:
-    """Resolve a ``--8<--`` include line of `page` to the source it shows."""
-    match = SNIPPET.match(line.strip())
-    if not match:
-        return line
-    path = ROOT / match["path"]
-    if not path.is_file():
-        raise PluginError(f"{page}: {line.strip()}: no file {match['path']}")
-    text = path.read_text(encoding="utf-8")
-    if match["section"]:
-        start = f"--8<-- [start:{match['section']}]"
-        end = f"--8<-- [end:{match['section']}]"
-        if start not in text or end not in text.split(start, 1)[1]:
-            raise PluginError(
-                f"{page}: {line.strip()}: no section {match['section']!r} in {match['path']} "
-                f"(it needs the lines '# {start}' and '# {end}')"
-            )
-        text = text.split(start, 1)[1].split("\n", 1)[1].split(end, 1)[0]
-        text = text.rsplit("\n", 1)[0]
-    return text.strip("\n")
 
 
 def absolute_links(line: str, page_url: str, site_url: str) -> str:
@@ -338,7 +317,8 @@ def chapter_notebook(
             flush_prose()
             cells.append(nbformat.v4.new_code_cell("\n".join(body)))
         else:
-            shown = [snippet_source(line, page) for line in body]
+            title = re.fullmatch(r'python title="(?P<path>[^"]+)"', info)
+            shown = listing(title["path"], body, page)[0].split("\n") if title else body
             prose.extend([f"```{info.split()[0] if info else ''}", *shown, "```"])
         i = j + 1
     flush_prose()
@@ -395,7 +375,8 @@ def on_files(files: Files, config) -> Files:
 
 
 def on_page_markdown(markdown: str, page, config, files: Files) -> str:
-    """Insert build fragments and, on chapters, a link to the chapter's notebook."""
+    """Expand the listings, insert build fragments and, on chapters, the notebook's link."""
+    markdown = expand_listings(markdown, f"docs/{page.file.src_uri}")
 
     def fragment(match: re.Match) -> str:
         if match[1] not in _fragments:
