@@ -28,6 +28,7 @@ __all__ = [
     "MEMORY_SEQ_LENS",
     "flash_attention_intensity",
     "flash_memory_measurements",
+    "flash_tiling_example",
 ]
 
 #: Public specifications of three data-center GPUs (SXM boards), from NVIDIA's data sheets and
@@ -124,3 +125,48 @@ def flash_attention_intensity(seq_len: float, head_dim: int, block_m: int | None
 
 
 # --8<-- [end:intensity]
+
+
+def flash_tiling_example(
+    block_m: int = 4, block_n: int = 4, num_key_blocks: int = 3, head_dim: int = 8
+) -> dict:
+    """The running state of one program of the tiled forward pass, block by block.
+
+    One block of queries meets `num_key_blocks` blocks of keys and values, one at a time, as
+    in `attention_book.flash.tiled_attention_forward`; after each block the running maximum m
+    and sum l of the block's first query row are recorded. At the end the output acc / l is
+    checked against softmax attention computed in one piece.
+
+    Args:
+        block_m: Queries in the block (rows of the tile).
+        block_n: Keys in each key/value block (columns of the tile).
+        num_key_blocks: How many key/value blocks stream through.
+        head_dim: Size of each query, key and value.
+
+    Returns:
+        ``{"m": [m after block 1, ...], "l": [...], "max_difference": float}``, the last
+        entry the largest difference between the tiled output and exact attention.
+    """
+    generator = torch.Generator().manual_seed(0)
+    num_keys = block_n * num_key_blocks
+    q = torch.randn(block_m, head_dim, generator=generator, dtype=torch.float64)
+    k = torch.randn(num_keys, head_dim, generator=generator, dtype=torch.float64)
+    v = torch.randn(num_keys, head_dim, generator=generator, dtype=torch.float64)
+    scale = head_dim**-0.5
+    m_i = torch.full((block_m,), float("-inf"), dtype=torch.float64)
+    l_i = torch.zeros(block_m, dtype=torch.float64)
+    acc = torch.zeros(block_m, head_dim, dtype=torch.float64)
+    record = {"m": [], "l": []}
+    for start in range(0, num_keys, block_n):
+        s_ij = scale * q @ k[start : start + block_n].T  # (block_m, block_n), the tile
+        m_new = torch.maximum(m_i, s_ij.max(dim=-1).values)
+        p_ij = torch.exp(s_ij - m_new[:, None])
+        correction = torch.exp(m_i - m_new)  # rescales what was summed so far
+        l_i = correction * l_i + p_ij.sum(dim=-1)
+        acc = correction[:, None] * acc + p_ij @ v[start : start + block_n]
+        m_i = m_new
+        record["m"].append(m_i[0].item())
+        record["l"].append(l_i[0].item())
+    exact = torch.softmax(scale * q @ k.T, dim=-1) @ v
+    record["max_difference"] = (acc / l_i[:, None] - exact).abs().max().item()
+    return record

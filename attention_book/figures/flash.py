@@ -16,12 +16,14 @@ from pathlib import Path
 import matplotlib.pyplot as plt
 import torch
 from matplotlib.figure import Figure
+from matplotlib.patches import FancyArrowPatch, FancyBboxPatch, Rectangle
 
 from attention_book.experiments.flash import (
     CHECKED_ON_CPU,
     GPUS,
     flash_attention_intensity,
     flash_memory_measurements,
+    flash_tiling_example,
 )
 from attention_book.masking import causal_mask
 from attention_book.plotting import BOOK_STYLE, new_figure
@@ -35,6 +37,8 @@ __all__ = [
     "flash_memory_ratio",
     "flash_memory_rss",
     "flash_roofline",
+    "flash_roofline_verdict",
+    "flash_tiling_loop",
 ]
 
 
@@ -134,18 +138,27 @@ def flash_gpu_specs() -> str:
 
 
 def flash_roofline() -> Figure:
-    """Arithmetic intensity of naive and tiled attention against the GPUs' ridge points."""
+    """Arithmetic intensity of naive and tiled attention against the GPUs' ridge points.
+
+    The tiled kernel is drawn twice: with K and V fetched from HBM once (the re-reads of every
+    query block served by the L2 cache), and with K and V re-read from HBM for every block of
+    B_r = 128 queries, no reuse at all. The second levels off near B_r FLOP per byte.
+    """
     seq_lens = [2**p for p in range(7, 16)]
-    fig = new_figure((7.6, 3.6))
+    block_m = 128
+    fig = new_figure((7.8, 3.8))
     with plt.rc_context(BOOK_STYLE):
         ax = fig.add_subplot()
         for head_dim, style in ((64, "--"), (128, "-")):
             naive = [flash_attention_intensity(n, head_dim)["naive"] for n in seq_lens]
             ax.plot(seq_lens, naive, style, color="tab:red", label=f"naive, d={head_dim}")
         ideal = [flash_attention_intensity(n, 128)["flash"] for n in seq_lens]
-        ax.plot(seq_lens, ideal, "-", color="tab:blue", label="tiled, each byte moved once")
-        reread = [flash_attention_intensity(n, 128, block_m=128)["flash"] for n in seq_lens]
-        ax.plot(seq_lens, reread, ":", color="tab:blue", label="tiled, K/V re-read per 128 rows")
+        ax.plot(seq_lens, ideal, "-", color="tab:blue", label="tiled, K/V from HBM once (L2 reuse)")
+        reread = [flash_attention_intensity(n, 128, block_m=block_m)["flash"] for n in seq_lens]
+        label = f"tiled, K/V re-read per {block_m} queries"
+        ax.plot(seq_lens, reread, ":", color="tab:blue", linewidth=2, label=label)
+        ax.text(seq_lens[-1], reread[-1] * 0.8, f"→ $B_r$ = {block_m}", ha="right", va="top",
+                fontsize=8, color="tab:blue")  # fmt: skip
         colors = ("tab:gray", "tab:green", "tab:purple")
         for (name, gpu), color in zip(GPUS.items(), colors, strict=True):
             ridge = gpu["tflops"] / gpu["hbm_tb_s"]
@@ -156,6 +169,132 @@ def flash_roofline() -> Figure:
         ax.set_ylabel("FLOP per byte of HBM traffic")
         ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
         fig.tight_layout()
+    return fig
+
+
+def flash_roofline_verdict() -> str:
+    """Markdown bullets: where each tiled line of the roofline stands against each ridge point."""
+    block_m = 128
+    ridges = {name: gpu["tflops"] / gpu["hbm_tb_s"] for name, gpu in GPUS.items()}
+    limit = flash_attention_intensity(2**30, 128, block_m=block_m)["flash"]
+    below = [name for name, ridge in ridges.items() if limit < ridge]
+    if len(below) == len(ridges):
+        lowest = min(ridges, key=ridges.get)
+        verdict = (
+            f"below the ridge point of every GPU in the table (the lowest is {lowest}'s, "
+            f"{ridges[lowest]:.0f}): without reuse, tiled attention is memory-bound on all of "
+            "them too"
+        )
+    else:
+        names = ", ".join(below) if below else "none"
+        verdict = f"below the ridge points of these GPUs of the table: {names}"
+    crossings = ", ".join(f"{name} at n = {2 * ridge:,.0f}" for name, ridge in ridges.items())
+    return (
+        f"- K and V re-read from HBM for every block of {block_m} queries: the intensity "
+        f"levels off at {limit:.0f} FLOP per byte, {verdict}.\n"
+        f"- K and V fetched from HBM once: the intensity is n/2 and crosses the ridge points "
+        f"({crossings}); from there on the kernel is compute-bound.\n"
+    )
+
+
+_BLOCK_COLORS = ("#9ecae1", "#a1d99b", "#fdae6b")  # key/value blocks 1, 2, 3
+_QUERY_COLOR = "#c9b3e8"
+
+
+def _block(ax, x, y, width, height, color, text="", fontsize=8.5, edge="#333333"):
+    """A filled rectangle with centered text (a tile or a block of a matrix)."""
+    ax.add_patch(Rectangle((x, y), width, height, facecolor=color, edgecolor=edge, linewidth=0.8))
+    if text:
+        ax.text(x + width / 2, y + height / 2, text, ha="center", va="center", fontsize=fontsize)
+
+
+def _arrow(ax, start, end, text="", rad=0.0, color="#333333"):
+    ax.add_patch(
+        FancyArrowPatch(
+            start,
+            end,
+            arrowstyle="-|>",
+            mutation_scale=10,
+            color=color,
+            linewidth=1.0,
+            connectionstyle=f"arc3,rad={rad}",
+        )
+    )
+    if text:
+        middle = ((start[0] + end[0]) / 2, (start[1] + end[1]) / 2 + 0.12)
+        ax.text(*middle, text, ha="center", va="bottom", fontsize=7.5, color=color)
+
+
+def flash_tiling_loop() -> Figure:
+    """One program of the forward pass: a query block stays in SRAM while K/V blocks stream.
+
+    Left, the matrices in HBM, cut into blocks; the program owns query block Q_i. Right, the
+    three steps of its loop: key/value block j is loaded, the tile S_ij = tau Q_i K_j^T is
+    computed on chip, and the running maximum m_i, sum l_i and unnormalized output acc_i are
+    updated. The numbers are those of the first query row of a small example, computed by
+    `attention_book.experiments.flash.flash_tiling_example`. At the end O_i = acc_i / l_i and
+    the log-sum-exp L_i are the only writes to HBM.
+    """
+    example = flash_tiling_example()
+    fig = new_figure((10.4, 4.3))
+    ax = fig.add_axes((0, 0, 1, 1))
+    ax.set_xlim(0, 13.0)
+    ax.set_ylim(0, 5.4)
+    ax.axis("off")
+    # HBM: Q, K, V and O, three blocks each; the program's query block is Q_2.
+    ax.add_patch(
+        FancyBboxPatch((0.15, 0.35), 2.9, 4.7, boxstyle="round,pad=0.05", facecolor="#f4f4f4",
+                       edgecolor="#999999", linewidth=0.8)
+    )  # fmt: skip
+    ax.text(1.6, 4.85, "HBM (large, slow)", ha="center", va="center", fontsize=9, weight="bold")
+    height = 1.0
+    for name, x in (("Q", 0.4), ("K", 1.1), ("V", 1.8), ("O", 2.5)):
+        ax.text(x + 0.25, 4.4, name, ha="center", va="center", fontsize=9)
+        for block in range(3):
+            y = 4.15 - (block + 1) * height
+            if name in ("K", "V"):
+                color = _BLOCK_COLORS[block]
+            elif block == 1:
+                color = _QUERY_COLOR if name == "Q" else "#e8ddf5"
+            else:
+                color = "white"
+            label = f"{name}$_{block + 1}$" if (name in ("K", "V") or block == 1) else ""
+            _block(ax, x, y, 0.5, height, color, label)
+    ax.text(1.6, 0.55, "one program owns $Q_2$ and $O_2$", ha="center", fontsize=7.5)
+    # The three steps of the loop, each in SRAM.
+    for j in range(3):
+        x0 = 3.55 + 3.1 * j
+        ax.add_patch(
+            FancyBboxPatch((x0, 0.75), 2.8, 3.95, boxstyle="round,pad=0.05",
+                           facecolor="#fffbea", edgecolor="#b7950b", linewidth=1.0)
+        )  # fmt: skip
+        ax.text(x0 + 1.4, 4.5, f"step j = {j + 1}: in SRAM", ha="center", fontsize=9)
+        _block(ax, x0 + 0.15, 2.65, 0.55, 1.5, _QUERY_COLOR, "$Q_2$")
+        _block(ax, x0 + 0.85, 3.55, 1.8, 0.6, _BLOCK_COLORS[j], f"$K_{j + 1}^T$, $V_{j + 1}$")
+        # The tile of scores, B_r x B_c, drawn as a small grid.
+        for r in range(4):
+            for c in range(4):
+                _block(ax, x0 + 0.85 + 0.45 * c, 3.3 - 0.16 - 0.16 * (r + 1) * 1.0 - 0.0,
+                       0.45, 0.16, "#fde0dd", edge="#c0392b")  # fmt: skip
+        ax.text(x0 + 1.75, 2.22, f"tile $S_{{2{j + 1}}} = \\tau\\, Q_2 K_{j + 1}^T$",
+                ha="center", fontsize=8)  # fmt: skip
+        m, ell = example["m"][j], example["l"][j]
+        grew = j > 0 and m > example["m"][j - 1]
+        lines = [
+            f"$m_2$ = {m:.3f}" + ("  (grew)" if grew else ""),
+            f"$\\ell_2$ = {ell:.3f}",
+            f"$acc_2$ += $\\tilde{{P}}_{{2{j + 1}}} V_{j + 1}$" + (", rescaled" if grew else ""),
+        ]
+        for k, line in enumerate(lines):
+            ax.text(x0 + 0.2, 1.75 - 0.33 * k, line, fontsize=8, va="center")
+        # K_j and V_j come in from HBM at the top of each step.
+        _arrow(ax, (x0 + 1.75, 5.25), (x0 + 1.75, 4.72), "")
+        ax.text(x0 + 1.85, 5.05, f"load $K_{j + 1}, V_{j + 1}$", fontsize=7.5, va="center")
+        if j < 2:
+            _arrow(ax, (x0 + 2.85, 2.7), (x0 + 3.1, 2.7))
+    ax.text(3.55, 5.05, "load $Q_2$ once", fontsize=7.5, va="center", ha="left")
+    last = "after the last block: write $O_2 = acc_2 / \\ell_2$ and $L_2 = m_2 + \\log \\ell_2$"
+    ax.text(8.2, 0.3, last + " to HBM; nothing else", ha="center", fontsize=8)
     return fig
 
 
@@ -219,11 +358,10 @@ def _gpu_results_markdown(path: Path) -> str:
     """The GPU section's content: a plain note without results, else a table and a figure."""
     if not path.exists():
         return (
-            '!!! note "No GPU run yet"\n\n'
-            "    No measurement from a GPU has been committed to this book yet, so this section "
-            "shows no GPU number. Run `python benchmarks/flash_gpu.py` on a CUDA GPU: it "
-            "writes `benchmarks/results/flash_gpu.json`, and the next build of the book draws "
-            "its figure and table here."
+            "*No GPU run yet: this build found no `benchmarks/results/flash_gpu.json`, so the "
+            "figure and the table described above are not drawn here. Running "
+            "`python benchmarks/flash_gpu.py` on a CUDA GPU writes that file, and the next "
+            "build draws them in this place.*"
         )
     report = json.loads(path.read_text(encoding="utf-8"))
     env = report["environment"]
@@ -275,7 +413,9 @@ def flash_gpu_results(results_dir: Path) -> str:
 
 #: The figures and build-time tables of this module, in the order of the chapter.
 FIGURES = (
+    flash_tiling_loop,
     flash_roofline,
+    flash_roofline_verdict,
     flash_gpu_specs,
     flash_causal_blocks,
     flash_memory_growth,
