@@ -6,8 +6,6 @@ Drawing only: the trainings and measurements they show live in
 
 from __future__ import annotations
 
-import os
-
 import matplotlib.pyplot as plt
 import torch
 from matplotlib.figure import Figure
@@ -68,14 +66,6 @@ SHORT = {
 }
 
 
-def _load() -> str:
-    """The machine's load average over the last minute, for the caveat of a timing."""
-    try:
-        return f"{os.getloadavg()[0]:.1f}"
-    except OSError:  # not available on this platform
-        return "unknown"
-
-
 # ---------------------------------------------------------------------------------------------
 # Section 1: the key/value cache
 
@@ -92,13 +82,13 @@ def optimizations_generation_sample() -> str:
         copied += line in training
         lines.append(line)
     text = "\n".join(lines)
+    cpu = result["train_cpu_seconds"]
     return (
         f"```text\n{text}\n```\n\n"
         f"*Greedy continuations of {len(SAMPLE_PROMPTS)} prompts by the baseline, up to the "
         f"first line break (at most 150 characters), after "
-        f"{OPTIMIZATIONS_CONFIG['num_steps']} training steps ({result['train_seconds']:.0f} s "
-        f"in this build). {copied} of the {len(lines)} lines occur word for word in the "
-        "training text.*"
+        f"{OPTIMIZATIONS_CONFIG['num_steps']} training steps ({cpu:.0f} s of CPU time in this "
+        f"build). {copied} of the {len(lines)} lines occur word for word in the training text.*"
     )
 
 
@@ -118,11 +108,11 @@ def optimizations_cache_timings() -> Figure:
             per_token.plot(positions, milliseconds, color=COLORS[method], lw=1, label=label)
             total.plot(positions, cumulative, color=COLORS[method], lw=1.5, label=label)
         per_token.set_xlabel("position of the generated token")
-        per_token.set_ylabel("time of that step (ms)")
+        per_token.set_ylabel("CPU time of that step (ms)")
         per_token.set_title("One step", fontsize=10)
         per_token.set_ylim(bottom=0)
         total.set_xlabel("tokens generated")
-        total.set_ylabel("total time (s)")
+        total.set_ylabel("total CPU time (s)")
         total.set_title("All steps so far", fontsize=10)
         total.set_ylim(bottom=0)
         total.legend()
@@ -144,8 +134,7 @@ def optimizations_cache_speedup() -> str:
         f"{1e3 * timings['cache'][-1]:.2f} ms with it: **{last:.1f}× faster** (at the first "
         f"step the ratio was {first:.1f}). The whole generation took "
         f"{sum(timings['no_cache']):.2f} s without and {sum(timings['cache']):.2f} s with the "
-        f"cache ({whole:.1f}×). Fastest of three runs per step, one thread, load average "
-        f"{_load()} when the figure was drawn."
+        f"cache ({whole:.1f}×). CPU time of one thread, fastest of three runs per step."
     )
 
 
@@ -159,7 +148,7 @@ def optimizations_variants_table() -> str:
     baseline = optimizations_experiment("baseline")
     lines = [
         "| model | key/value heads | cache for one sequence of "
-        f"{context} | parameters | validation loss | vs baseline | training |",
+        f"{context} | parameters | validation loss | vs baseline | training (CPU) |",
         "| --- | --- | --- | --- | --- | --- | --- |",
     ]
     for variant in VARIANTS:
@@ -170,7 +159,7 @@ def optimizations_variants_table() -> str:
         lines.append(
             f"| {LABELS[variant]} | {model.num_kv_heads if variant != 'linear' else '-'} | "
             f"{cache.nbytes / 1024:.0f} KiB | {result['num_parameters']:,} | "
-            f"{result['valid_loss']:.3f} | {delta:+.3f} | {result['train_seconds']:.0f} s |"
+            f"{result['valid_loss']:.3f} | {delta:+.3f} | {result['train_cpu_seconds']:.0f} s |"
         )
     other_seed = optimizations_experiment("baseline", seed=1)
     noise = abs(other_seed["valid_loss"] - baseline["valid_loss"])
@@ -209,11 +198,15 @@ def optimizations_loss_by_position() -> Figure:
             smooth = torch.nn.functional.avg_pool1d(losses[None, None], 8, stride=8)[0, 0]
             ax.plot(torch.arange(len(smooth)) * 8 + 4, smooth, color=color, label=LABELS[variant])
         ax.axvline(context, color="gray", ls="--", lw=1)
-        ax.text(context, ax.get_ylim()[1], " longest trained window", va="top", color="gray")
-        ax.set_yscale("log")
+        ax.annotate(
+            "longest window\nin training", (context, 0.55), xycoords=("data", "axes fraction"),
+            xytext=(-6, 0), textcoords="offset points", color="gray", fontsize=8, va="center",
+            ha="right",
+        )  # fmt: skip
+        ax.set_ylim(bottom=0)
         ax.set_xlabel("position in the window (characters)")
-        ax.set_ylabel("validation loss (nats, mean of 8 positions)")
-        ax.legend(fontsize=8, loc="center left")
+        ax.set_ylabel("validation loss (nats, mean of 8)")
+        ax.legend(fontsize=8, loc="upper left")
         fig.tight_layout()
     return fig
 
@@ -256,7 +249,7 @@ def optimizations_receptive_field() -> Figure:
     """Which inputs reach each output, for 1 to 4 layers of the same sliding window."""
     data = receptive_fields()
     window, n, fields = data["window"], data["n"], data["fields"]
-    fig = new_figure((2.3 * len(fields), 2.8))
+    fig = new_figure((2.3 * len(fields), 3.1))
     with plt.rc_context({**BOOK_STYLE, "axes.grid": False}):
         axes = fig.subplots(1, len(fields), sharey=True)
         for ax, (depth, field) in zip(axes, fields.items(), strict=True):
@@ -326,7 +319,10 @@ def optimizations_linear_scaling() -> Figure:
             mib = [b / 2**20 for b in data[method]["bytes"]]
             time_ax.plot(n, milliseconds, "o-", color=COLORS[method], label=label, ms=3)
             memory_ax.plot(n, mib, "o-", color=COLORS[method], label=label, ms=3)
-        for ax, ylabel in ((time_ax, "time (ms, median)"), (memory_ax, "peak tensor memory (MiB)")):
+        for ax, ylabel in (
+            (time_ax, "CPU time (ms, median)"),
+            (memory_ax, "peak tensor memory (MiB)"),
+        ):
             ax.set_xscale("log", base=2)
             ax.set_yscale("log")
             ax.set_xlabel("sequence length n")
@@ -349,24 +345,29 @@ def _crossover(seq_lens: list[int], ours: list[float], theirs: list[float]) -> i
 
 
 def optimizations_linear_crossover() -> str:
-    """Markdown sentences: from which length linear attention is faster and smaller."""
+    """Markdown table: from which length linear attention is faster and smaller."""
     data = linear_attention_measurements()
     n = data["seq_lens"]
     linear = data["linear"]
-    sentences = []
-    for method, name in (("softmax", "the explicit softmax"), ("softmax_fused", "fused SDPA")):
-        for quantity, word in (("seconds", "faster"), ("bytes", "smaller in memory")):
+    lines = [
+        "| linear attention compared with | faster from | less memory from |",
+        "| --- | --- | --- |",
+    ]
+    for method, name in (("softmax", "explicit softmax"), ("softmax_fused", "fused SDPA")):
+        cells = []
+        for quantity in ("seconds", "bytes"):
             at = _crossover(n, linear[quantity], data[method][quantity])
-            where = f"from n = {at:,} on" if at else "at no measured length"
-            sentences.append(f"{word} than {name} {where}")
-    longest = n[-1]
+            cells.append(f"n = {at:,}" if at else "no measured length")
+        lines.append(f"| {name} | {cells[0]} | {cells[1]} |")
     ratio = data["softmax_fused"]["seconds"][-1] / linear["seconds"][-1]
-    return (
-        f"In this build linear attention was {sentences[0]}, {sentences[1]}; "
-        f"{sentences[2]}, and {sentences[3]} (lengths {n[0]} to {longest:,}, doubling). "
-        f"At n = {longest:,} fused softmax attention took {ratio:.1f}× as long as linear "
-        f"attention. Load average {_load()} when the figure was drawn."
-    )
+    lines += [
+        "",
+        f'*In this build, lengths {n[0]} to {n[-1]:,} (doubling); "from" means at that '
+        f"length and every longer one. At n = {n[-1]:,} fused softmax attention took "
+        f"{ratio:.1f}× the time of linear attention (CPU time of one thread, median of "
+        "three runs).*",
+    ]
+    return "\n".join(lines)
 
 
 #: The figures and build-time tables of this module, in the order of the chapter.
