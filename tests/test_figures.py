@@ -86,3 +86,21 @@ def test_results_figures_read_the_directory_they_are_given(tmp_path):
     assert render_cli.main(argv) == 0
     table = (out / "flash_memory_rss.md").read_text()
     assert "| 1,024 | 1.0 | 2.0 | 1.0 | 2.0 | yes |" in table and "2024-01-02" in table
+
+
+def test_gpu_section_without_results_is_one_line_not_a_note(tmp_path):
+    # The chapter's "Measured on a GPU" section reads complete on its own (issue 11); without
+    # a results file, the build adds one italic line saying why no figure follows.
+    text = draw("flash_gpu_results", tmp_path)
+    assert not text.lstrip().startswith("!!!") and "\n" not in text.strip()
+    assert text.startswith("*") and text.endswith("*")
+
+
+def test_build_sentences_match_the_experiments_they_word():
+    from attention_book.experiments.scoring import NUM_KEYS, NUM_TRIALS
+    from attention_book.figures.flash import flash_roofline_verdict
+    from attention_book.figures.scoring import scoring_sample_sizes
+
+    assert f"{NUM_TRIALS:,} queries" in scoring_sample_sizes()
+    assert f"{NUM_TRIALS * NUM_KEYS:,} query-key pairs" in scoring_sample_sizes()
+    assert "levels off at 128 FLOP per byte" in flash_roofline_verdict()

@@ -94,7 +94,6 @@ CORRECTED = [
     ("flash-attention.md", "Only the output and one number per query", "FA1 writes m and l"),
     ("flash-attention.md", "in principle, reach the tensor cores' peak", "only with L2 reuse"),
     ("flash-attention.md", "error against a float64 reference must be at most twice", "fp32"),
-    ("flash-attention.md", '!!! note "No GPU run yet"', "the section reads complete"),
     ("nadaraya-watson.md", "so the loss cannot go below that", "only in expectation"),
     ("nadaraya-watson.md", "column stays above 0.25", "a finite sample can fall below"),
     ("scoring-functions.md", "a thousand query-key draws", "1,000 x 32 pairs, from the build"),
