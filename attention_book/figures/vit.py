@@ -31,13 +31,16 @@ from attention_book.vit import patch_distances
 __all__ = [
     "FIGURES",
     "vit_attention_distance",
+    "vit_augmentation_table",
     "vit_cls_attention",
     "vit_data_efficiency",
     "vit_data_efficiency_table",
     "vit_distance_findings",
     "vit_findings",
+    "vit_lr_table",
     "vit_patches",
     "vit_summary",
+    "vit_total_time",
     "vit_training_curves",
     "vit_window_cost",
 ]
@@ -52,15 +55,22 @@ def _table(header: list[str], rows: list[list[str]]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _runs(model: str, size: int | None = None) -> list[dict[str, Any]]:
-    """The cached runs of one model (at one training size, or at every size)."""
-    runs = vit_experiment()["runs"]
-    return [r for r in runs if r["model"] == model and (size is None or r["size"] == size)]
+def _runs(model: str, size: int | None = None, *, shift: int | None = None) -> list[dict[str, Any]]:
+    """The cached runs of one model: at one training size (or every size), one augmentation.
+
+    ``shift=None`` means the main runs' augmentation, ``VIT_CONFIG["max_shift"]``.
+    """
+    shift = VIT_CONFIG["max_shift"] if shift is None else shift
+    return [
+        r
+        for r in vit_experiment()["runs"]
+        if r["model"] == model and r["shift"] == shift and (size is None or r["size"] == size)
+    ]
 
 
-def _accuracies(model: str, size: int) -> list[float]:
+def _accuracies(model: str, size: int, *, shift: int | None = None) -> list[float]:
     """Final test accuracy (in %) of each seed's run."""
-    return [100 * r["accuracy"] for r in _runs(model, size)]
+    return [100 * r["accuracy"] for r in _runs(model, size, shift=shift)]
 
 
 def _mean_std(values: Sequence[float]) -> str:
@@ -109,23 +119,56 @@ def vit_patches() -> Figure:
 
 
 def vit_summary() -> str:
-    """A Markdown table: parameters, full-data test accuracy, training time, both models."""
+    """A Markdown table: parameters, learning rate, full-data accuracy, time, both models."""
     result = vit_experiment()
     full = VIT_CONFIG["train_sizes"][-1]
-    seconds = {m: statistics.mean(r["train_seconds"] for r in _runs(m, full)) for m in NAMES}
+    cpu = {m: statistics.mean(r["cpu_seconds"] for r in _runs(m, full)) for m in NAMES}
+    wall = {m: statistics.mean(r["train_seconds"] for r in _runs(m, full)) for m in NAMES}
     rows = []
     for model, name in NAMES.items():
         rows.append(
             [
                 name,
                 f"{result['num_parameters'][model]:,}",
+                f"{result['lr'][model]:g}",
                 f"{_mean_std(_accuracies(model, full))} %",
-                f"{seconds[model]:.1f} s",
-                f"{seconds[model] / seconds['cnn']:.2f}",
+                f"{cpu[model]:.1f} s ({wall[model]:.1f} s)",
+                f"{cpu[model] / cpu['cnn']:.2f}",
             ]
         )
-    header = ["model", "parameters", "test accuracy (mean ± sd)", "training time", "time ratio"]
+    header = [
+        "model",
+        "parameters",
+        "learning rate",
+        f"test accuracy, {full:,} images (mean ± sd)",
+        "CPU time per run (wall clock)",
+        "CPU time ratio",
+    ]
     return _table(header, rows)
+
+
+def vit_total_time() -> str:
+    """A phrase: how long the build's training of all the models took (CPU and wall clock)."""
+    result = vit_experiment()
+    return (
+        f"{len(result['runs']) + len(result['lr_trials'])} models, "
+        f"{result['total_cpu_seconds']:.0f} s of CPU time "
+        f"and {result['total_seconds']:.0f} s on the wall clock"
+    )
+
+
+def vit_lr_table() -> str:
+    """A Markdown table: validation accuracy of each model at each learning rate tried."""
+    result = vit_experiment()
+    rows = []
+    for lr in VIT_CONFIG["lr_choices"]:
+        row = [f"{lr:g}"]
+        for model in NAMES:
+            (trial,) = [t for t in result["lr_trials"] if t["model"] == model and t["lr"] == lr]
+            chosen = " (chosen)" if result["lr"][model] == lr else ""
+            row.append(f"{100 * trial['validation_accuracy']:.1f} %{chosen}")
+        rows.append(row)
+    return _table(["learning rate", *(f"{n}, validation accuracy" for n in NAMES.values())], rows)
 
 
 def vit_training_curves() -> Figure:
@@ -217,6 +260,32 @@ def vit_findings() -> str:
         f"{sizes[-1]:,}. With {sizes[0]:,} images the ViT keeps {ratio:.0f} % of its "
         f"full-data accuracy, the CNN {cnn_ratio:.0f} %.\n"
     )
+
+
+def vit_augmentation_table() -> str:
+    """A Markdown table and a sentence: full-data accuracy without and with random shifts."""
+    full, shift = VIT_CONFIG["train_sizes"][-1], VIT_CONFIG["augmented_shift"]
+    rows, changes = [], {}
+    for model, name in NAMES.items():
+        seeds = VIT_CONFIG["augmented_seeds"]  # the same seeds in both columns
+        plain = [100 * r["accuracy"] for r in _runs(model, full) if r["seed"] in seeds]
+        shifted = _accuracies(model, full, shift=shift)
+        changes[model] = statistics.mean(shifted) - statistics.mean(plain)
+        rows.append(
+            [name, f"{_mean_std(plain)} %", f"{_mean_std(shifted)} %", f"{changes[model]:+.1f}"]
+        )
+    header = ["model", "no augmentation", f"random shifts of up to {shift} pixel", "change"]
+
+    def effect(model: str) -> str:
+        plain = [100 * r["accuracy"] for r in _runs(model, full) if r["seed"] in seeds]
+        spread = statistics.stdev(plain) + statistics.stdev(_accuracies(model, full, shift=shift))
+        size = abs(changes[model])
+        if size <= spread:
+            return f"changes by {changes[model]:+.1f} points, within the spread of the seeds"
+        return f"{'gains' if changes[model] > 0 else 'loses'} {size:.1f} points"
+
+    sentence = f"With the same number of steps, the ViT {effect('vit')}; the CNN {effect('cnn')}."
+    return _table(header, rows) + "\n" + sentence + "\n"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -332,13 +401,16 @@ def vit_distance_findings() -> str:
     rising = all(b >= a for a, b in itertools.pairwise(means.tolist()))
     trend = "grows with every block" if rising else "does not grow steadily with depth"
     first, last = table[:, 0].flatten(), table[:, -1].flatten()
+    closest = float(table.min())
     return (
         _table(header, rows)
         + f"\nDistances in pixels, over the {len(_test_images()[1])} test images and the heads of "
         f"the {table.shape[0]} full-data ViTs; uniform attention over the patches would give "
-        f"{uniform:.2f}. The mean over the heads {trend}; the heads of block 1 spread "
-        f"from {first.min():.2f} to {first.max():.2f}, those of block {table.shape[1]} from "
-        f"{last.min():.2f} to {last.max():.2f}.\n"
+        f"{uniform:.2f}. The mean over the heads {trend}, from {means[0]:.2f} in block 1 to "
+        f"{means[-1]:.2f} in block {table.shape[1]}; the heads of block 1 spread from "
+        f"{first.min():.2f} to {first.max():.2f}, those of block {table.shape[1]} from "
+        f"{last.min():.2f} to {last.max():.2f}. The most local head of all still looks "
+        f"{100 * closest / uniform:.0f} % as far as uniform attention would.\n"
     )
 
 
@@ -376,11 +448,14 @@ def vit_window_cost() -> Figure:
 
 FIGURES = (
     vit_patches,
+    vit_lr_table,
     vit_summary,
+    vit_total_time,
     vit_training_curves,
     vit_data_efficiency,
     vit_data_efficiency_table,
     vit_findings,
+    vit_augmentation_table,
     vit_cls_attention,
     vit_attention_distance,
     vit_distance_findings,
