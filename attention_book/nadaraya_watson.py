@@ -249,7 +249,7 @@ def kernel_weights(
     kernel: str = "gaussian",
     bandwidth: float = 1.0,
 ) -> torch.Tensor:
-    """Attention weights of Nadaraya-Watson regression: K((q - k_i) / h), normalized per query.
+    """Attention weights of Nadaraya-Watson regression: κ((q - k_i) / σ), normalized per query.
 
     The Gaussian weights are computed as a softmax of -u^2 / 2, which is the same quantity
     written in a way that cannot underflow to 0 / 0 for a small bandwidth. The boxcar and
@@ -262,7 +262,7 @@ def kernel_weights(
         queries: Query inputs.
         keys: Key inputs, shared by every query or one set per query.
         kernel: "gaussian", "boxcar" or "epanechnikov".
-        bandwidth: The kernel width h; larger means smoother.
+        bandwidth: The kernel width σ; larger means smoother.
 
     Returns:
         The weights; each row sums to 1, or is all zeros if no key falls in the window.
@@ -304,7 +304,7 @@ def attention_pooling(
         keys: Key inputs (the training inputs).
         values: Values (the training targets), one per key.
         kernel: "gaussian", "boxcar" or "epanechnikov".
-        bandwidth: The kernel width h; larger means smoother.
+        bandwidth: The kernel width σ; larger means smoother.
 
     Returns:
         A pair (predictions, weights), the weights as returned by `kernel_weights`.
@@ -368,7 +368,7 @@ def leave_one_out_error(
         x_train: Training inputs.
         y_train: Training targets.
         kernel: "gaussian", "boxcar" or "epanechnikov".
-        bandwidth: The kernel width h.
+        bandwidth: The kernel width σ.
 
     Returns:
         The leave-one-out mean squared error.

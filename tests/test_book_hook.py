@@ -70,6 +70,7 @@ def test_figure_links_are_found_only_in_image_links():
 KEYS_SCRIPT = """
 import importlib.util, json, sys
 from pathlib import Path
+sys.path.insert(0, str(Path(sys.argv[1]).parent))  # as mkdocs does while it loads a hook
 spec = importlib.util.spec_from_file_location("book_hook", sys.argv[1])
 book = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(book)
@@ -265,3 +266,13 @@ def test_a_listing_of_a_private_helper_has_no_api_line():
     source = "def _helper():\n    return 1\n"
     assert book_listings.api_identifiers("attention_book/multihead.py", source) == []
     assert book_listings.api_identifiers("attention_book/not_documented.py", "def f(): ...") == []
+
+
+def test_a_fragment_of_several_lines_keeps_the_indentation_of_its_line(monkeypatch):
+    monkeypatch.setitem(book._fragments, "table", "| a |\n| --- |\n| 1 |")
+    page = '??? success "Solution"\n\n    {{ build:table }}\n\nAfter.'
+    assert book.insert_fragments(page, "docs/x.md") == (
+        '??? success "Solution"\n\n    | a |\n    | --- |\n    | 1 |\n\nAfter.'
+    )
+    with pytest.raises(book.PluginError, match=r"docs/x.md: unknown build fragment 'nope'"):
+        book.insert_fragments("{{ build:nope }}", "docs/x.md")

@@ -374,16 +374,31 @@ def on_files(files: Files, config) -> Files:
     return files
 
 
+def insert_fragments(markdown: str, page: str) -> str:
+    """Replace each ``{{ build:NAME }}`` by its fragment, indented like the line it is on.
+
+    A fragment of several lines inside an admonition or a list keeps that indentation on
+    every line, so a table can sit in an exercise's solution.
+    """
+
+    def fragment(match: re.Match, indent: str) -> str:
+        if match[1] not in _fragments:
+            raise PluginError(f"{page}: unknown build fragment {match[1]!r}")
+        lines = _fragments[match[1]].split("\n")
+        return "\n".join([lines[0], *(indent + line if line else "" for line in lines[1:])])
+
+    out = []
+    for line in markdown.split("\n"):
+        indent = line[: len(line) - len(line.lstrip())]
+        out.append(BUILD_FRAGMENT.sub(lambda m, indent=indent: fragment(m, indent), line))
+    return "\n".join(out)
+
+
 def on_page_markdown(markdown: str, page, config, files: Files) -> str:
     """Expand the listings, insert build fragments and, on chapters, the notebook's link."""
     markdown = expand_listings(markdown, f"docs/{page.file.src_uri}")
 
-    def fragment(match: re.Match) -> str:
-        if match[1] not in _fragments:
-            raise PluginError(f"{page.file.src_uri}: unknown build fragment {match[1]!r}")
-        return _fragments[match[1]]
-
-    markdown = BUILD_FRAGMENT.sub(fragment, markdown)
+    markdown = insert_fragments(markdown, f"docs/{page.file.src_uri}")
     if page.file.src_uri.startswith(CHAPTERS):
         name = Path(notebook_uri(page.file)).name
         link = (
