@@ -29,7 +29,16 @@ from pathlib import Path
 
 from matplotlib.figure import Figure
 
-__all__ = ["CHAPTERS", "draw", "figure_functions", "find_figure", "needs_results", "save_svg"]
+__all__ = [
+    "CHAPTERS",
+    "dark_color",
+    "draw",
+    "figure_functions",
+    "find_figure",
+    "needs_results",
+    "recolor_for_dark",
+    "save_svg",
+]
 
 #: The modules of this package that hold figures, each with its ``FIGURES`` tuple.
 CHAPTERS = (
@@ -151,3 +160,83 @@ def save_svg(fig: Figure, path: str | Path) -> None:
 
     with matplotlib.rc_context({"svg.hashsalt": "attention-book", "svg.fonttype": "path"}):
         fig.savefig(path, format="svg", bbox_inches="tight", metadata={"Date": None})
+
+
+def dark_color(color) -> tuple[float, float, float, float]:
+    """The colour to draw `color` with on a dark page: extremes of lightness are flipped.
+
+    Near-white backgrounds and pale fills become dark, near-black text and lines become light,
+    with their hue kept; mid-lightness colours (the data's palette) stay as they are, since
+    they read on both backgrounds.
+
+    Args:
+        color: Any matplotlib colour.
+
+    Returns:
+        The RGBA colour for the dark variant, alpha unchanged.
+    """
+    import colorsys
+
+    from matplotlib.colors import to_rgba
+
+    red, green, blue, alpha = to_rgba(color)
+    hue, lightness, saturation = colorsys.rgb_to_hls(red, green, blue)
+    if lightness > 0.75:  # white, pale fills: a dark tint of the same hue
+        lightness = 0.12 + (1.0 - lightness) * 0.6
+    elif lightness < 0.3:  # black, dark gray, navy text: a light tint
+        lightness = 0.92 - lightness * 0.5
+    else:  # the palette: exactly as it was
+        return (red, green, blue, alpha)
+    return (*colorsys.hls_to_rgb(hue, lightness, saturation), alpha)
+
+
+def recolor_for_dark(fig: Figure) -> Figure:
+    """Recolour a drawn figure for a dark page, in place: the same data, drawn for dark.
+
+    Every artist's colours (text, lines, markers, patches, spines, ticks, grids, legend
+    frames, backgrounds) go through `dark_color`, and the figure's background becomes
+    transparent, so the page's own colour shows. Colours that encode data through a colormap
+    (images, meshes, scatter plots coloured by value) are left alone, so they still match
+    their colorbar.
+
+    Args:
+        fig: The figure, already drawn.
+
+    Returns:
+        The same figure.
+    """
+    import numpy as np
+    from matplotlib.cm import ScalarMappable
+    from matplotlib.colors import to_rgba_array
+
+    def flipped(colors):
+        rgba = to_rgba_array(colors)
+        return np.array([dark_color(c) for c in rgba]) if len(rgba) else rgba
+
+    for artist in fig.findobj():
+        if isinstance(artist, ScalarMappable) and artist.get_array() is not None:
+            continue  # colours that stand for values
+        for name in ("color", "facecolor", "edgecolor", "markerfacecolor", "markeredgecolor"):
+            getter, setter = (
+                getattr(artist, f"get_{name}", None),
+                getattr(artist, f"set_{name}", None),
+            )
+            if getter is None or setter is None:
+                continue
+            try:
+                value = getter()
+                if isinstance(value, str) and value in ("none", "auto"):
+                    continue
+                colors = flipped(value)
+                setter(colors[0] if len(colors) == 1 else colors)
+            except (TypeError, ValueError, AttributeError):
+                continue  # an artist whose colour is not a plain colour (e.g. "face")
+    for text in fig.findobj(lambda artist: hasattr(artist, "get_bbox_patch")):
+        box = text.get_bbox_patch()  # the box behind a label, drawn by the text itself
+        if box is not None:
+            box.set_facecolor(dark_color(box.get_facecolor()))
+            box.set_edgecolor(dark_color(box.get_edgecolor()))
+    fig.patch.set_alpha(0.0)
+    for ax in fig.axes:
+        ax.patch.set_alpha(0.0)
+    return fig

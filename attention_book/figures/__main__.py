@@ -1,7 +1,8 @@
 """Render figures by name: ``python -m attention_book.figures NAME ... --out-dir DIR``.
 
-Each figure's result is written to ``DIR/NAME.svg`` (a matplotlib figure) or ``DIR/NAME.md``
-(a Markdown fragment). Figures that show committed benchmark results need
+Each figure's result is written to ``DIR/NAME.svg`` and ``DIR/NAME.dark.svg`` (a matplotlib
+figure, drawn for a light page and recoloured for a dark one by `recolor_for_dark`) or to
+``DIR/NAME.md`` (a Markdown fragment). Figures that show committed benchmark results need
 ``--results-dir RESULTS`` (the site build passes ``benchmarks/results``). The site build runs
 this in fresh interpreters, one per chapter module when several chapters have figures to draw,
 so that an edited package is always the one that draws and the cores are all used.
@@ -50,7 +51,13 @@ def main(argv: list[str] | None = None) -> int:
 
     from matplotlib.figure import Figure
 
-    from attention_book.figures import draw, figure_functions, needs_results, save_svg
+    from attention_book.figures import (
+        draw,
+        figure_functions,
+        needs_results,
+        recolor_for_dark,
+        save_svg,
+    )
 
     functions = figure_functions()
     if args.list:
@@ -69,6 +76,7 @@ def main(argv: list[str] | None = None) -> int:
         result = draw(name, args.results_dir)
         if isinstance(result, Figure):
             save_svg(result, args.out_dir / f"{name}.svg")
+            save_svg(recolor_for_dark(result), args.out_dir / f"{name}.dark.svg")
         else:
             (args.out_dir / f"{name}.md").write_text(result, encoding="utf-8")
         print(f"rendered {name} in {time.perf_counter() - start:.1f} s", flush=True)

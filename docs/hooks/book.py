@@ -210,8 +210,9 @@ def add_figures(files: Files, config) -> None:
         with tempfile.TemporaryDirectory(dir=out_dir, prefix="drawing-") as scratch:
             render(missing, Path(scratch), {name: index[name][0] for name in missing})
             for name in missing:
-                for drawn in Path(scratch).glob(f"{name}.*"):
-                    os.replace(drawn, paths[name].with_suffix(drawn.suffix))
+                for drawn in Path(scratch).glob(f"{name}.*"):  # .svg, .dark.svg or .md
+                    suffix = drawn.name.removeprefix(name)
+                    os.replace(drawn, out_dir / f"{paths[name].name}{suffix}")
     for name in sorted(figures):
         path = paths[name].with_suffix(".svg")
         if not path.exists():
@@ -220,6 +221,10 @@ def add_figures(files: Files, config) -> None:
                 f"shows it as an SVG; insert it with {{{{ build:{name} }}}}"
             )
         files.append(File.generated(config, f"figures/{name}.svg", abs_src_path=str(path)))
+        dark = out_dir / f"{paths[name].name}.dark.svg"
+        if dark.exists():
+            uri = f"figures/{name}.dark.svg"
+            files.append(File.generated(config, uri, abs_src_path=str(dark)))
     _fragments.clear()
     for name in sorted(fragments):
         path = paths[name].with_suffix(".md")
@@ -394,11 +399,26 @@ def insert_fragments(markdown: str, page: str) -> str:
     return "\n".join(out)
 
 
+FIGURE_IMAGE = re.compile(r"!\[(?P<alt>[^\]]*)\]\((?P<dir>(?:\.\./)*)figures/(?P<name>\w+)\.svg\)")
+
+
+def light_and_dark_figures(markdown: str) -> str:
+    """Show each figure drawn for the page's colour scheme (Material's ``#only-light`` and
+    ``#only-dark`` images), with the same alt text."""
+
+    def both(match: re.Match) -> str:
+        alt, base = match["alt"], f"{match['dir']}figures/{match['name']}"
+        return f"![{alt}]({base}.svg#only-light)![{alt}]({base}.dark.svg#only-dark)"
+
+    return FIGURE_IMAGE.sub(both, markdown)
+
+
 def on_page_markdown(markdown: str, page, config, files: Files) -> str:
     """Expand the listings, insert build fragments and, on chapters, the notebook's link."""
     markdown = expand_listings(markdown, f"docs/{page.file.src_uri}")
 
     markdown = insert_fragments(markdown, f"docs/{page.file.src_uri}")
+    markdown = light_and_dark_figures(markdown)
     if page.file.src_uri.startswith(CHAPTERS):
         name = Path(notebook_uri(page.file)).name
         link = (

@@ -1,0 +1,64 @@
+"""Figures drawn for the dark page: the same data, recoloured at build time."""
+
+from __future__ import annotations
+
+import colorsys
+import importlib.util
+import sys
+from pathlib import Path
+
+import numpy as np
+from matplotlib.colors import to_rgba
+
+from attention_book.figures import dark_color, recolor_for_dark
+from attention_book.figures.__main__ import main as render
+from attention_book.plotting import new_figure
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def lightness(color) -> float:
+    return colorsys.rgb_to_hls(*to_rgba(color)[:3])[1]
+
+
+def test_dark_colors_flip_the_extremes_and_keep_the_palette():
+    assert lightness(dark_color("white")) < 0.2  # backgrounds and pale fills go dark
+    assert lightness(dark_color("black")) > 0.85  # text and axes go light
+    assert lightness(dark_color("#fde0dd")) < 0.3  # a pale red box: a dark red one
+    for data_color in ("#1f77b4", "#d62728", "#2ca02c"):  # the data's colours stay
+        assert dark_color(data_color) == to_rgba(data_color)
+    assert dark_color((0, 0, 0, 0.5))[3] == 0.5  # alpha is kept
+
+
+def test_recolor_for_dark_recolours_text_and_axes_but_not_data():
+    fig = new_figure()
+    ax = fig.add_subplot()
+    (line,) = ax.plot([0, 1], [0, 1], color="#1f77b4")
+    image = ax.imshow(np.eye(3), cmap="Reds")
+    title = ax.set_title("a title")
+    colors_before = image.to_rgba(np.eye(3)).copy()
+    recolor_for_dark(fig)
+    assert lightness(title.get_color()) > 0.85
+    assert lightness(ax.spines["left"].get_edgecolor()) > 0.85
+    assert to_rgba(line.get_color()) == to_rgba("#1f77b4")
+    np.testing.assert_array_equal(image.to_rgba(np.eye(3)), colors_before)  # data colours
+    assert fig.patch.get_alpha() == 0.0  # the page's background shows through
+
+
+def test_rendering_a_figure_writes_a_light_and_a_dark_svg(tmp_path):
+    assert render(["home_attention_weights", "--out-dir", str(tmp_path)]) == 0
+    light = (tmp_path / "home_attention_weights.svg").read_text()
+    dark = (tmp_path / "home_attention_weights.dark.svg").read_text()
+    assert light != dark and "<svg" in dark
+
+
+def test_pages_show_the_variant_of_their_colour_scheme():
+    sys.path.insert(0, str(ROOT / "docs" / "hooks"))
+    spec = importlib.util.spec_from_file_location("book_hook", ROOT / "docs/hooks/book.py")
+    book = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(book)
+    page = "Text ![A plot of x.](../figures/some_plot.svg) more."
+    assert book.light_and_dark_figures(page) == (
+        "Text ![A plot of x.](../figures/some_plot.svg#only-light)"
+        "![A plot of x.](../figures/some_plot.dark.svg#only-dark) more."
+    )
