@@ -1,3 +1,554 @@
-"""Figures of the transformer chapter."""
+"""Figures and build-time tables of the chapter "The Transformer".
 
-FIGURES = ()
+Drawing only: the trainings and measurements they show live in
+`attention_book.experiments.transformer` (and, for the two recurrent models compared with the
+Transformer, in `attention_book.experiments.bahdanau`).
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import matplotlib.pyplot as plt
+import torch
+from matplotlib.figure import Figure
+from matplotlib.patches import FancyArrowPatch, FancyBboxPatch
+
+from attention_book.data import tokenize
+from attention_book.experiments.bahdanau import (
+    BAHDANAU_CONFIG,
+    LENGTH_BUCKETS,
+    bahdanau_bleu_by_bucket,
+    bahdanau_data,
+    bahdanau_experiment,
+    bahdanau_test_references,
+    bahdanau_trained_models,
+    bahdanau_translate,
+    token_bleu,
+)
+from attention_book.experiments.transformer import (
+    LENGTH_SPLIT_CONFIG,
+    NORM_CONFIG,
+    TIMING_CONFIG,
+    TRANSFORMER_CONFIG,
+    transformer_chosen_smoothing,
+    transformer_experiment,
+    transformer_length_experiment,
+    transformer_norm_experiment,
+    transformer_timings,
+    transformer_trained_model,
+)
+from attention_book.plotting import BOOK_STYLE, new_figure, show_heatmaps
+from attention_book.training.schedules import warmup_inverse_sqrt
+
+__all__ = [
+    "FIGURES",
+    "transformer_alignment_comparison",
+    "transformer_architecture",
+    "transformer_bleu_by_length",
+    "transformer_cross_attention",
+    "transformer_decoder_self_attention",
+    "transformer_encoder_attention",
+    "transformer_findings",
+    "transformer_kv_cache",
+    "transformer_kv_cache_findings",
+    "transformer_label_smoothing_table",
+    "transformer_length_findings",
+    "transformer_length_generalization",
+    "transformer_length_samples",
+    "transformer_norm_curves",
+    "transformer_norm_findings",
+    "transformer_samples_table",
+    "transformer_schedule",
+    "transformer_summary",
+]
+
+COLORS = {"attention": "#f6d7a7", "norm": "#fbf3c2", "ffn": "#cfe2f3", "embedding": "#e8daef"}
+COLORS |= {"output": "#d5f5e3", "block": "#f4f4f4", "kv": "#c0392b"}
+
+
+def _box(ax, x, y, text, color, width=2.3, height=0.42):
+    style = {"boxstyle": "round,pad=0.03", "facecolor": color, "edgecolor": "black", "lw": 0.8}
+    ax.add_patch(FancyBboxPatch((x - width / 2, y - height / 2), width, height, **style))
+    ax.text(x, y, text, ha="center", va="center", fontsize=8.5)
+
+
+def _arrow(ax, points, color="black", width=0.9):
+    """A polyline through ``points`` with an arrowhead at the end."""
+    for start, end in itertools.pairwise(points[:-1]):
+        ax.plot([start[0], end[0]], [start[1], end[1]], color=color, linewidth=width)
+    style = {"arrowstyle": "-|>", "mutation_scale": 8, "color": color, "linewidth": width}
+    ax.add_patch(FancyArrowPatch(points[-2], points[-1], shrinkA=0, shrinkB=0, **style))
+
+
+def _sublayer(ax, x, y, text, color, side, *, last=False):
+    """A sublayer at height ``y``, its Add & Norm above it, the residual path on ``side``."""
+    _box(ax, x, y, text, color)
+    _box(ax, x, y + 0.7, "Add & Norm", COLORS["norm"], height=0.34)
+    _arrow(ax, [(x, y + 0.21), (x, y + 0.53)])
+    path = [(x, y - 0.42), (x + side * 1.35, y - 0.42), (x + side * 1.35, y + 0.7)]
+    _arrow(ax, [*path, (x + side * 1.18, y + 0.7)], color="#555")
+    if not last:
+        _arrow(ax, [(x, y + 0.87), (x, y + 1.29)])  # into the next sublayer
+
+
+def transformer_architecture() -> Figure:
+    """The encoder-decoder Transformer, drawn after Figure 1 of Vaswani et al. (2017)."""
+    fig = new_figure((7.4, 7.0))
+    with plt.rc_context(BOOK_STYLE):
+        ax = fig.add_axes((0, 0, 1, 1))
+    ax.set(xlim=(-0.4, 9.6), ylim=(-0.25, 9.1), aspect="equal")
+    ax.axis("off")
+    enc, dec = 2.4, 6.8
+    for x, side, label in (
+        (enc, -1, "source tokens\nwe sold six books <eos>"),
+        (dec, 1, "target tokens, shifted right\n<bos> nous avons vendu six livres"),
+    ):
+        ax.text(x, 0.05, label, ha="center", va="center", fontsize=8)
+        _arrow(ax, [(x, 0.4), (x, 0.72)])
+        _box(ax, x, 0.95, r"Embedding $\times\sqrt{d}$", COLORS["embedding"])
+        _arrow(ax, [(x, 1.16), (x, 1.52)])
+        ax.add_patch(plt.Circle((x, 1.68), 0.16, facecolor="white", edgecolor="black", lw=0.8))
+        ax.text(x, 1.68, "+", ha="center", va="center", fontsize=11)
+        _arrow(ax, [(x, 1.84), (x, 2.43)])
+        ax.text(x + side * 1.55, 1.68, "sinusoidal\npositional\nencoding", fontsize=7.5,
+                ha="right" if side < 0 else "left", va="center")  # fmt: skip
+        _arrow(ax, [(x + side * 1.5, 1.68), (x + side * 0.18, 1.68)])
+        height = 3.05 if side < 0 else 4.55  # the block, repeated num_blks times
+        style = {"boxstyle": "round,pad=0.05", "facecolor": COLORS["block"], "edgecolor": "#888"}
+        ax.add_patch(FancyBboxPatch((x - 1.7, 2.25), 3.4, height, **style))
+        ax.text(x + side * 1.95, 2.25 + height / 2, "num_blks ×" if side < 0 else "× num_blks",
+                rotation=90, ha="center", va="center", fontsize=9)  # fmt: skip
+    _sublayer(ax, enc, 2.85, "Multi-head self-attention", COLORS["attention"], -1)
+    _sublayer(ax, enc, 4.35, "Position-wise FFN", COLORS["ffn"], -1, last=True)
+    ax.text(enc, 5.45, "encoder outputs: keys and values\nfor every decoder block",
+            ha="center", va="bottom", fontsize=7.5)  # fmt: skip
+    _sublayer(ax, dec, 2.85, "Masked multi-head\nself-attention", COLORS["attention"], 1)
+    _sublayer(ax, dec, 4.35, "Encoder-decoder\nattention", COLORS["attention"], 1)
+    _sublayer(ax, dec, 5.85, "Position-wise FFN", COLORS["ffn"], 1)
+    path = [(enc, 5.22), (enc, 5.4), (4.85, 5.4), (4.85, 4.35), (dec - 1.15, 4.35)]
+    _arrow(ax, path, color=COLORS["kv"], width=1.2)
+    ax.text(4.95, 4.2, "K, V", color=COLORS["kv"], fontsize=8, va="top")
+    ax.text(dec - 0.6, 3.98, "Q", color=COLORS["kv"], fontsize=8)
+    _box(ax, dec, 7.42, "Linear", COLORS["output"])
+    _arrow(ax, [(dec, 7.63), (dec, 7.9)])
+    _box(ax, dec, 8.12, "Softmax", COLORS["output"])
+    _arrow(ax, [(dec, 8.33), (dec, 8.62)])
+    ax.text(dec, 8.85, "probabilities of the next token", ha="center", fontsize=8)
+    note = "Post-norm, as in the paper:\nX ← LayerNorm(X + Sublayer(X)).\nPre-norm moves each "
+    note += "LayerNorm\nto the sublayer's input:\nX ← X + Sublayer(LayerNorm(X))."
+    box = {"boxstyle": "round", "facecolor": "white", "edgecolor": "#aaa"}
+    ax.text(enc, 8.0, note, ha="center", va="center", fontsize=8, bbox=box)
+    return fig
+
+
+MODELS = {  # name: (label, line style, color)
+    "transformer": ("Transformer", "D-", "#2ca02c"),
+    "attention": ("GRU + Bahdanau attention", "o-", "#1f77b4"),
+    "plain": ("GRU, no attention", "s--", "#d62728"),
+}
+
+
+def _table(header: list[str], rows: list[list[str]]) -> str:
+    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    lines += ["| " + " | ".join(cell.replace("|", "\\|") for cell in row) + " |" for row in rows]
+    return "\n".join(lines) + "\n"
+
+
+def _greedy_translations() -> dict[str, list[str]]:
+    """The greedy test translations of the three models (the Transformer chosen on BLEU)."""
+    bahdanau, result = bahdanau_experiment()["greedy"], transformer_experiment()
+    chosen = result["runs"][transformer_chosen_smoothing(result)]["greedy"]
+    return {"transformer": chosen, "attention": bahdanau["attention"], "plain": bahdanau["plain"]}
+
+
+def _bleu_by_length(translations, references, lengths, what: str) -> Figure:
+    """BLEU by source-length bucket, one line per model of ``translations``."""
+    fig = new_figure((6.2, 3.5))
+    with plt.rc_context(BOOK_STYLE):
+        ax = fig.add_subplot()
+        for name, hypotheses in translations.items():
+            label, style, color = MODELS[name]
+            scores, counts = bahdanau_bleu_by_bucket(hypotheses, references, lengths)
+            ax.plot(range(len(scores)), scores, style, label=label, color=color, markersize=4)
+        labels = [f"{low}-{high}" if high < 60 else f"{low}+" for low, high in LENGTH_BUCKETS]
+        ticks = [f"{b}\n({c})" for b, c in zip(labels, counts, strict=True)]
+        ax.set_xticks(range(len(counts)), ticks)
+        ax.set_xlabel(f"source length in tokens (number of {what} sentences)")
+        ax.set_ylabel("BLEU (greedy)")
+        ax.set_ylim(0, 100)
+        ax.legend(loc="lower left")
+        fig.tight_layout()
+    return fig
+
+
+def transformer_schedule() -> Figure:
+    """The learning rate of the main run at every step: linear warmup, inverse-sqrt decay."""
+    num_steps = TRANSFORMER_CONFIG["num_epochs"] * len(bahdanau_data().train_loader)
+    warmup, peak = TRANSFORMER_CONFIG["warmup_steps"], TRANSFORMER_CONFIG["lr"]
+    rates = [peak * warmup_inverse_sqrt(step, warmup) for step in range(num_steps)]
+    fig = new_figure((5.6, 3.0))
+    with plt.rc_context(BOOK_STYLE):
+        ax = fig.add_subplot()
+        ax.plot(range(1, num_steps + 1), rates, color="#1f77b4")
+        ax.axvline(warmup, color="#888", linestyle=":", linewidth=1)
+        text = f"peak {peak:g} after {warmup} warmup steps"
+        arrow = {"arrowstyle": "->", "color": "#555"}
+        position = (warmup + 0.08 * num_steps, 0.9 * peak)
+        ax.annotate(text, (warmup, peak), xytext=position, fontsize=8.5, arrowprops=arrow)
+        ax.set(xlabel="optimizer step", ylabel="learning rate", xlim=(0, num_steps))
+        ax.set_ylim(0, 1.1 * peak)
+        fig.tight_layout()
+    return fig
+
+
+def transformer_summary() -> str:
+    """A Markdown table: the three models' size, training cost and test BLEU."""
+    bahdanau, result = bahdanau_experiment(), transformer_experiment()
+    run = result["runs"][transformer_chosen_smoothing(result)]
+    batch_seconds = transformer_timings()["train_batch_seconds"]
+    references, _ = bahdanau_test_references()
+    translations, rows = _greedy_translations(), []
+    for name in ("plain", "attention", "transformer"):
+        ours = name == "transformer"
+        parameters = run["num_parameters"] if ours else bahdanau["num_parameters"][name]
+        seconds = run["train_seconds"] if ours else bahdanau["train_seconds"][name]
+        epochs = (TRANSFORMER_CONFIG if ours else BAHDANAU_CONFIG)["num_epochs"]
+        bleu = token_bleu(translations[name], references)
+        cells = [f"{parameters:,}", str(epochs), f"{seconds:.0f} s"]
+        rows.append(
+            [MODELS[name][0], *cells, f"{1000 * batch_seconds[name]:.0f} ms", f"{bleu:.1f}"]
+        )
+    header = ["model", "parameters", "epochs", "training time", "time per batch (side by side)"]
+    return _table([*header, "test BLEU (greedy)"], rows)
+
+
+def transformer_label_smoothing_table() -> str:
+    """A Markdown table of the main run with and without label smoothing, and the choice."""
+    result = transformer_experiment()
+    chosen = transformer_chosen_smoothing(result)
+    references, _ = bahdanau_test_references()
+    test = {eps: token_bleu(run["greedy"], references) for eps, run in result["runs"].items()}
+    rows = [
+        [eps, f"{run['train_loss'][-1]:.3f}", f"{run['valid_bleu']:.1f}", f"{test[eps]:.1f}"]
+        for eps, run in result["runs"].items()
+    ]
+    header = ["label smoothing ε", "last epoch's training loss", "validation BLEU", "test BLEU"]
+    other = next(eps for eps in result["runs"] if eps != chosen)
+    change = test[chosen] - test[other]
+    return _table(header, rows) + (
+        f"\nValidation BLEU picks ε = {chosen}; the rest of the chapter uses that model. On the "
+        f"test split it scores {abs(change):.1f} BLEU points "
+        f"{'above' if change >= 0 else 'below'} the model trained with ε = {other}.\n"
+    )
+
+
+def transformer_bleu_by_length() -> Figure:
+    """Test BLEU by source length of the Transformer and of the Bahdanau chapter's models."""
+    references, lengths = bahdanau_test_references()
+    return _bleu_by_length(_greedy_translations(), references, lengths, "test")
+
+
+def _longest(lengths: list[int], count: int) -> list[int]:
+    return sorted(range(len(lengths)), key=lambda i: (-lengths[i], i))[:count]
+
+
+def transformer_samples_table() -> str:
+    """The five longest test sentences and the two attention models' translations."""
+    pairs, translations = bahdanau_data().test_pairs, _greedy_translations()
+    references, lengths = bahdanau_test_references()
+    rows = []
+    for i in _longest(lengths, 5):
+        cells = [translations[name][i] for name in ("attention", "transformer")]
+        cells = [f"{c} ✓" if c == references[i] else c for c in cells]
+        rows.append([f"{pairs[i][0]} ({lengths[i]} tokens)", references[i], *cells])
+    return _table(["source", "reference", "Bahdanau attention", "Transformer"], rows)
+
+
+def _held_out() -> tuple[list[str], list[int]]:
+    """References and source lengths of the length experiment's held-out pairs."""
+    data = bahdanau_data()
+    pairs = data.valid_pairs + data.test_pairs
+    return [" ".join(tokenize(t)) for _, t in pairs], [len(tokenize(s)) for s, _ in pairs]
+
+
+def transformer_length_generalization() -> Figure:
+    """BLEU by source length of both attention models trained on short sources only."""
+    result = transformer_length_experiment()
+    translations = {"transformer": result["transformer"]["greedy"]}
+    translations["attention"] = result["bahdanau"]["greedy"]
+    fig = _bleu_by_length(translations, *_held_out(), "held-out")
+    limit = LENGTH_SPLIT_CONFIG["max_train_length"]
+    first_unseen = next(i for i, (low, _) in enumerate(LENGTH_BUCKETS) if low > limit)
+    ax = fig.axes[0]
+    ax.axvspan(first_unseen - 0.5, len(LENGTH_BUCKETS) - 0.5, color="#999", alpha=0.15)
+    text = f"longer than any training source (> {limit})"
+    ax.text(first_unseen - 0.4, 96, text, fontsize=8, va="top")
+    return fig
+
+
+def _bleu_and_length(hypotheses, references, chosen) -> tuple[float, float]:
+    """BLEU of the sentences ``chosen``, and their output length over the references'."""
+    hypotheses, references = [hypotheses[i] for i in chosen], [references[i] for i in chosen]
+    ratio = sum(len(h.split()) for h in hypotheses) / sum(len(r.split()) for r in references)
+    return token_bleu(hypotheses, references), ratio
+
+
+def transformer_length_findings() -> str:
+    """Markdown bullets with the length experiment's numbers, worded from them."""
+    result = transformer_length_experiment()
+    references, lengths = _held_out()
+    limit = LENGTH_SPLIT_CONFIG["max_train_length"]
+    groups = {
+        f"up to {limit} tokens (lengths seen in training)": lambda n: n <= limit,
+        f"{limit + 1} to 39 tokens": lambda n: limit < n < 40,
+        "40 tokens or more": lambda n: n >= 40,
+    }
+    num_train = len(bahdanau_data().train_pairs)
+    lines = [
+        f"- Training kept {result['num_train_pairs']:,} of the {num_train:,} training pairs "
+        f"(sources of at most {limit} tokens); {len(references):,} held-out sentences test it."
+    ]
+    scores: dict[str, list[float]] = {"transformer": [], "bahdanau": []}
+    for group, member in groups.items():
+        chosen = [i for i, n in enumerate(lengths) if member(n)]
+        cells = []
+        for key, name in (("transformer", "Transformer"), ("bahdanau", "Bahdanau model")):
+            bleu, ratio = _bleu_and_length(result[key]["greedy"], references, chosen)
+            scores[key].append(bleu)
+            cells.append(f"{name} {bleu:.1f} BLEU (output {ratio:.0%} of the reference length)")
+        lines.append(f"- Sources of {group}, {len(chosen)} sentences: " + "; ".join(cells) + ".")
+    kept = {key: values[-1] / values[0] for key, values in scores.items()}
+    verdict = "did not let it extrapolate" if kept["transformer"] < 0.8 else "let it extrapolate"
+    lines.append(
+        f"- On sources of 40 tokens or more, the Transformer keeps {kept['transformer']:.0%} of "
+        f"its BLEU on the lengths it was trained on, the Bahdanau model {kept['bahdanau']:.0%}: "
+        f"a position code defined for every position {verdict} (to 80% of its BLEU or more)."
+    )
+    return "\n".join(lines) + "\n"
+
+
+def transformer_length_samples() -> str:
+    """The two longest held-out sentences and both models' translations after short training."""
+    result, (references, lengths) = transformer_length_experiment(), _held_out()
+    pairs = bahdanau_data().valid_pairs + bahdanau_data().test_pairs
+    rows = []
+    for i in _longest(lengths, 2):
+        cells = [result[key]["greedy"][i] for key in ("bahdanau", "transformer")]
+        rows.append([f"{pairs[i][0]} ({lengths[i]} tokens)", references[i], *cells])
+    return _table(["source", "reference", "Bahdanau attention", "Transformer"], rows)
+
+
+def transformer_norm_curves() -> Figure:
+    """Training loss at every step of a deep post-norm and a deep pre-norm Transformer."""
+    result = transformer_norm_experiment()
+    fig = new_figure((5.8, 3.3))
+    with plt.rc_context(BOOK_STYLE):
+        ax = fig.add_subplot()
+        for name, color in (("post-norm", "#d62728"), ("pre-norm", "#1f77b4")):
+            losses = result[name]["step_loss"]
+            mean = [sum(losses[max(0, i - 4) : i + 1]) / min(5, i + 1) for i in range(len(losses))]
+            steps = range(1, len(losses) + 1)
+            ax.plot(steps, losses, color=color, alpha=0.3, linewidth=0.8)
+            ax.plot(steps, mean, color=color, label=f"{name} (mean of 5 steps)")
+        ax.set(xlabel="optimizer step", ylabel="training loss (cross-entropy)", ylim=(0, None))
+        blocks, rate = NORM_CONFIG["num_blks"], TRANSFORMER_CONFIG["lr"]
+        ax.set_title(f"{blocks} + {blocks} blocks, learning rate {rate:g} from step 1", fontsize=9)
+        ax.legend()
+        fig.tight_layout()
+    return fig
+
+
+def transformer_norm_findings() -> str:
+    """One paragraph with the post-norm/pre-norm result, worded from the numbers."""
+    result = transformer_norm_experiment()
+    mean = {name: sum(run["step_loss"][-10:]) / 10 for name, run in result.items()}
+    first = {name: run["step_loss"][0] for name, run in result.items()}
+    better, worse = sorted(mean, key=mean.get)
+    return (
+        f"Both start from a loss of {first['post-norm']:.2f} and {first['pre-norm']:.2f}. Over "
+        f"the last 10 of {NORM_CONFIG['num_steps']} steps, the {better} stack averages a loss "
+        f"of {mean[better]:.2f} and the {worse} stack {mean[worse]:.2f}, "
+        f"{mean[worse] / mean[better]:.1f} times as much.\n"
+    )
+
+
+def _example_index(pairs) -> int:
+    """The Bahdanau chapter's rule: the longest source of at most 22 tokens with a date, time."""
+    lengths = [len(tokenize(source)) for source, _ in pairs]
+    candidates = [
+        (n, -i) for i, ((s, _), n) in enumerate(zip(pairs, lengths, strict=True))
+        if n <= 22 and " at " in s and ", 20" in s
+    ]  # fmt: skip
+    return -max(candidates)[1]
+
+
+@torch.no_grad()
+def _attention_maps() -> dict:
+    """Every attention weight of the trained Transformer on the example test sentence.
+
+    The model translates greedily, then reads its own translation with teacher forcing (which
+    reproduces the greedy run), so every target position comes out at once.
+    """
+    model, data = transformer_trained_model()
+    source = data.test_pairs[_example_index(data.test_pairs)][0]
+    (translation,) = bahdanau_translate(model, data, [source])
+    src, src_valid_len = data.encode_sources([source])
+    inputs = torch.tensor([[data.tgt_vocab.bos, *translation.tokens]])
+    model(src[:, : int(src_valid_len)], inputs, src_valid_len)
+    words = data.tgt_vocab.to_tokens(translation.tokens)
+    weights = {
+        "encoder": model.encoder.attention_weights,
+        "decoder_self": model.decoder.self_attention_weights,
+        "cross": model.decoder.cross_attention_weights,
+    }
+    maps = {name: torch.stack(w)[:, 0] for name, w in weights.items()}  # (blks, heads, n_q, n_k)
+    tokens = {"source": [*tokenize(source), "<eos>"], "inputs": ["<bos>", *words]}
+    return maps | tokens | {"outputs": [*words, "<eos>"], "sentence": source}
+
+
+def _layer_head_grid(weights, xlabels, ylabels, xlabel, ylabel) -> Figure:
+    num_blks, num_heads = weights.shape[:2]
+    size = 0.115 * max(len(xlabels), len(ylabels)) + 0.6
+    titles = [f"head {h + 1}" for h in range(num_heads)]
+    labels = {"xticklabels": xlabels, "yticklabels": ylabels}
+    fig = show_heatmaps(weights, xlabel, ylabel, titles, figsize=(size, size), **labels)
+    for index, ax in enumerate(fig.axes[: num_blks * num_heads]):
+        ax.tick_params(labelsize=5.5)
+        if index % num_heads == 0:
+            ax.set_ylabel(f"block {index // num_heads + 1}: {ylabel}", fontsize=8)
+    return fig
+
+
+def transformer_encoder_attention() -> Figure:
+    """Encoder self-attention of the trained Transformer, every block and head."""
+    maps = _attention_maps()
+    return _layer_head_grid(maps["encoder"], maps["source"], maps["source"], "keys", "queries")
+
+
+def transformer_decoder_self_attention() -> Figure:
+    """Masked decoder self-attention of the trained Transformer, every block and head."""
+    maps = _attention_maps()
+    return _layer_head_grid(maps["decoder_self"], maps["inputs"], maps["inputs"], "keys", "queries")
+
+
+def transformer_cross_attention() -> Figure:
+    """Encoder-decoder attention of the trained Transformer, every block and head."""
+    maps = _attention_maps()
+    return _layer_head_grid(maps["cross"], maps["source"], maps["outputs"], "source", "generated")
+
+
+def transformer_alignment_comparison() -> Figure:
+    """Bahdanau's alignment beside the Transformer's last-block cross-attention (head mean)."""
+    maps = _attention_maps()
+    _, attention, data = bahdanau_trained_models()
+    (translation,) = bahdanau_translate(attention, data, [maps["sentence"]])
+    source = maps["source"]
+    panels = [
+        ("GRU + Bahdanau attention", translation.attention_weights[:, : len(source)],
+         data.tgt_vocab.to_tokens(translation.tokens)),
+        ("Transformer, last block, mean of the heads", maps["cross"][-1].mean(dim=0),
+         maps["outputs"]),
+    ]  # fmt: skip
+    height = 0.2 * max(len(rows) for _, _, rows in panels) + 1.4
+    with plt.rc_context({**BOOK_STYLE, "axes.grid": False}):
+        fig = Figure(figsize=(2 * (0.2 * len(source) + 1.2), height))
+        axes = fig.subplots(1, 2)
+        for ax, (title, weights, rows) in zip(axes, panels, strict=True):
+            ax.imshow(weights.float().numpy(), cmap="Reds", vmin=0, vmax=1)
+            ax.set_xticks(range(len(source)), source, rotation=90, fontsize=7)
+            ax.set_yticks(range(len(rows)), rows, fontsize=7)
+            ax.set(title=title, xlabel="source (English)")
+        axes[0].set_ylabel("generated (French)")
+        fig.tight_layout()
+    return fig
+
+
+def transformer_kv_cache() -> Figure:
+    """Greedy decoding time of one sentence against output length, with and without cache."""
+    seconds, lengths = transformer_timings()["decode_seconds"], TIMING_CONFIG["output_lengths"]
+    fig = new_figure((5.6, 3.4))
+    with plt.rc_context(BOOK_STYLE):
+        ax = fig.add_subplot()
+        for name, style, color, label in (
+            ("no cache", "s--", "#d62728", "no cache: the whole prefix at every step"),
+            ("cache", "o-", "#1f77b4", "key/value cache"),
+        ):
+            milliseconds = [1000 * t for t in seconds[name]]
+            ax.plot(lengths, milliseconds, style, color=color, label=label, markersize=4)
+        ax.set_xscale("log", base=2)
+        ax.set(yscale="log", xlabel="tokens generated", ylabel="decoding time (ms, best of 3)")
+        ax.set_xticks(lengths, [str(n) for n in lengths])
+        ax.legend()
+        fig.tight_layout()
+    return fig
+
+
+def transformer_kv_cache_findings() -> str:
+    """Two sentences: the cache's speed-up, and the cost per token with and without it."""
+    timings, lengths = transformer_timings(), TIMING_CONFIG["output_lengths"]
+    cache, no_cache = timings["decode_seconds"]["cache"], timings["decode_seconds"]["no cache"]
+    per_token = {name: [1000 * t / n for t, n in zip(times, lengths, strict=True)]
+                 for name, times in timings["decode_seconds"].items()}  # fmt: skip
+    same = "the same" if timings["identical"] else "different"
+    return (
+        f"Generating {lengths[-1]} tokens took {1000 * cache[-1]:.0f} ms with the cache and "
+        f"{1000 * no_cache[-1]:.0f} ms without it, {no_cache[-1] / cache[-1]:.1f} times as long; "
+        f"for {lengths[0]} tokens the ratio is {no_cache[0] / cache[0]:.1f}. Per generated token, "
+        f"the cached decoder spent {per_token['cache'][0]:.1f} ms at {lengths[0]} tokens and "
+        f"{per_token['cache'][-1]:.1f} ms at {lengths[-1]}; without the cache the cost per token "
+        f"went from {per_token['no cache'][0]:.1f} ms to {per_token['no cache'][-1]:.1f} ms. "
+        f"Both decoders generated {same} tokens at every length.\n"
+    )
+
+
+def transformer_findings() -> str:
+    """Markdown bullets: what the comparison on the standard split shows, from its numbers."""
+    references, lengths = bahdanau_test_references()
+    translations = _greedy_translations()
+    overall = {name: token_bleu(h, references) for name, h in translations.items()}
+    ours, theirs = (bahdanau_bleu_by_bucket(translations[n], references, lengths)[0]
+                    for n in ("transformer", "attention"))  # fmt: skip
+    batch = transformer_timings()["train_batch_seconds"]
+    gap = overall["transformer"] - overall["attention"]
+    ahead = sum(t > a for t, a in zip(ours, theirs, strict=True))
+    lines = [
+        f"- Test BLEU: {overall['transformer']:.1f} for the Transformer, "
+        f"{overall['attention']:.1f} for the Bahdanau model and {overall['plain']:.1f} without "
+        f"attention. The Transformer is {abs(gap):.1f} points "
+        f"{'above' if gap >= 0 else 'below'} the Bahdanau model, and ahead of it in {ahead} of "
+        f"the {len(LENGTH_BUCKETS)} length buckets.",
+        f"- A training batch of the Transformer took "
+        f"{batch['transformer'] / batch['attention']:.1f} times as long as one of the Bahdanau "
+        "model, measured one after the other on the same batches.",
+    ]
+    if overall["attention"] >= 90:
+        lines.append(
+            f"- The Bahdanau model's {overall['attention']:.1f} BLEU leaves little room above "
+            "it: on this split the comparison sits near the ceiling, which is why the next "
+            "section makes the test harder."
+        )
+    return "\n".join(lines) + "\n"
+
+
+#: The figures and build-time tables of this module, in the order of the chapter.
+FIGURES = (
+    transformer_architecture,
+    transformer_schedule,
+    transformer_label_smoothing_table,
+    transformer_summary,
+    transformer_bleu_by_length,
+    transformer_findings,
+    transformer_samples_table,
+    transformer_length_generalization,
+    transformer_length_findings,
+    transformer_length_samples,
+    transformer_norm_curves,
+    transformer_norm_findings,
+    transformer_encoder_attention,
+    transformer_decoder_self_attention,
+    transformer_cross_attention,
+    transformer_alignment_comparison,
+    transformer_kv_cache,
+    transformer_kv_cache_findings,
+)
