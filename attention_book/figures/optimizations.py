@@ -58,6 +58,7 @@ LABELS = {
     "linear": "causal linear attention (elu + 1)",
 }
 SAMPLE_PROMPTS = ("Elle a ", "Nous avons vendu ", "Ils ont payé ")
+SAMPLE_WIDTH = 80  # characters of a sample line on the page (a code block must not scroll)
 SHORT = {
     "gqa": "grouped-query attention",
     "mqa": "multi-query attention",
@@ -80,13 +81,13 @@ def optimizations_generation_sample() -> str:
         tokens = model.generate(optimizations_encode(prompt)[None, :], 150)  # (1, n + 150)
         line = optimizations_decode(tokens[0]).split("\n")[0]  # up to the first line break
         copied += line in training
-        lines.append(line)
+        lines.append(line if len(line) <= SAMPLE_WIDTH else line[: SAMPLE_WIDTH - 1] + "…")
     text = "\n".join(lines)
     cpu = result["train_cpu_seconds"]
     return (
         f"```text\n{text}\n```\n\n"
         f"*Greedy continuations of {len(SAMPLE_PROMPTS)} prompts by the baseline, up to the "
-        f"first line break (at most 150 characters), after "
+        f"first line break (at most 150 characters, shown up to {SAMPLE_WIDTH}), after "
         f"{OPTIMIZATIONS_CONFIG['num_steps']} training steps ({cpu:.0f} s of CPU time in this "
         f"build). {copied} of the {len(lines)} lines occur word for word in the training text.*"
     )
