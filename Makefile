@@ -14,7 +14,7 @@ export MPLBACKEND := Agg
 export PYTHONDONTWRITEBYTECODE := 1
 export NO_MKDOCS_2_WARNING := 1
 
-.PHONY: setup serve site test page lint unit snippets build browser chromium clean clean-cache
+.PHONY: setup serve site test page notebooks lint unit snippets build browser chromium clean clean-cache
 
 setup: $(STAMP)
 
@@ -66,6 +66,11 @@ snippets: setup
 	  $(BIN)/pytest --codeblocks docs/ README.md
 
 build: site
+
+# Every chapter's downloadable notebook, run from top to bottom in a fresh kernel in an empty
+# directory (cells the page skips without a GPU print why and go on).
+notebooks: setup
+	env -u TRITON_INTERPRET $(BIN)/python tests/run_notebooks.py
 
 browser: setup chromium
 	$(BIN)/python tests/browser_check.py site --screenshots screenshots

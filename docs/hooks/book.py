@@ -281,6 +281,38 @@ def absolute_links(line: str, page_url: str, site_url: str) -> str:
     return PAGE_LINK.sub(page, line)
 
 
+SKIP_MARK = re.compile(
+    r"^\s*<!--\s*pytest\.mark\.(?:skipif\((?P<condition>.+?),\s*|skip\()"
+    r"reason=(?P<quote>[\"'])(?P<reason>.*?)(?P=quote)\)\s*-->\s*$"
+)
+
+
+def guarded(code: str, skip: re.Match | None) -> str:
+    """A block's code for a notebook cell; a block the page skips under a condition (no GPU)
+    becomes a cell that runs where the condition does not hold and says why elsewhere."""
+    if skip is None:
+        return code
+    body = "\n".join(f"    {line}" if line else "" for line in code.split("\n"))
+    reason = skip["reason"]
+    return (
+        f"# The book runs this cell only where this holds: not ({skip['condition']})\n"
+        f"if not ({skip['condition']}):\n{body}\nelse:\n    print({f'Skipped: {reason}.'!r})"
+    )
+
+
+# First cell of a notebook whose code runs Triton: the page's run sets TRITON_INTERPRET before
+# Python starts (make snippets); a notebook sets it before any cell can import Triton.
+TRITON_SETUP = """\
+# Triton reads TRITON_INTERPRET once, at its first import: without a CUDA GPU, its kernels run
+# under its interpreter on the CPU. Set it here, before any other cell imports Triton.
+import os
+
+import torch
+
+if not torch.cuda.is_available():
+    os.environ.setdefault("TRITON_INTERPRET", "1")"""
+
+
 def chapter_notebook(
     markdown: str, page_url: str, site_url: str, page: str = "a page"
 ) -> nbformat.NotebookNode:
@@ -300,10 +332,14 @@ def chapter_notebook(
             cells.append(nbformat.v4.new_markdown_cell(text))
         prose.clear()
 
+    skip = None  # the pytest mark of the next block, if it is skipped
+
     while i < len(lines):
         match = FENCE.match(lines[i])
         if CODEBLOCKS_COMMENT.match(lines[i]):
             output_follows = "expected-output" in lines[i]
+            mark = SKIP_MARK.match(lines[i])
+            skip = mark if mark else skip
             i += 1
             continue
         if not match:
@@ -318,14 +354,17 @@ def chapter_notebook(
         body = [line.removeprefix(indent) for line in lines[i + 1 : j]]
         if output_follows:
             output_follows = False  # running the cell above shows its output
+        elif info == "python" and skip is not None and skip["condition"] is None:
+            reason = skip["reason"]  # never run: shown as a listing, with the page's reason
+            prose.extend(["```python", *body, "```", "", f"*Not run here: {reason}.*"])
         elif info == "python":
             flush_prose()
-            cells.append(nbformat.v4.new_code_cell("\n".join(body)))
+            cells.append(nbformat.v4.new_code_cell(guarded("\n".join(body), skip)))
         else:
             title = re.fullmatch(r'python title="(?P<path>[^"]+)"', info)
             shown = listing(title["path"], body, page)[0].split("\n") if title else body
             prose.extend([f"```{info.split()[0] if info else ''}", *shown, "```"])
-        i = j + 1
+        i, skip = j + 1, None
     flush_prose()
     header = (
         f"*This notebook was generated from [the Attention Book]({site_url}{page_url}). "
@@ -333,6 +372,8 @@ def chapter_notebook(
         "`make setup`, or after `pip install -e .` in that clone.*"
     )
     cells.insert(0, nbformat.v4.new_markdown_cell(header))
+    if any(cell.cell_type == "code" and "triton" in cell.source.lower() for cell in cells):
+        cells.insert(1, nbformat.v4.new_code_cell(TRITON_SETUP))
     notebook = nbformat.v4.new_notebook(cells=cells)
     notebook.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3"}
     for number, cell in enumerate(notebook.cells):
