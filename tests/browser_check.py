@@ -5,8 +5,9 @@ Usage: ``python tests/browser_check.py site --screenshots screenshots``; add
 
 For every page of the site it fails on a console error, an uncaught exception, a failed
 request or an HTTP error, an image that did not load (``naturalWidth == 0``), a formula that
-MathJax did not render (with MathJax's message) and a code block that scrolls sideways at
-1280 px; it saves a full-page screenshot of each page in light and dark mode.
+MathJax did not render (with MathJax's message), a code block that scrolls sideways at
+1280 px, and a chapter page that transfers more than 2 MB (served compressed, as GitHub Pages
+serves it; every page's weight is printed); it saves a full-page screenshot of each page in light and dark mode.
 Then it types "attention" into the search box and expects results. It drives Debian's
 Chromium through Playwright (no browser download) and serves the site on a local port.
 """
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import functools
+import gzip
 import http.server
 import shutil
 import sys
@@ -70,16 +72,25 @@ PAGE_STATE = """async () => {
     mathjax: Boolean(window.MathJax && window.MathJax.startup),
     // Code that scrolls sideways hides its line ends.
     wide_code: wide,
+    // Bytes the page transferred: the document and every resource it loaded.
+    bytes: performance.getEntriesByType('navigation').concat(
+      performance.getEntriesByType('resource')
+    ).reduce((total, entry) => total + (entry.transferSize || entry.encodedBodySize || 0), 0),
   };
 }"""
 
 
+#: A chapter page may transfer at most this much (HTML, figures, scripts, fonts, search index).
+MAX_CHAPTER_BYTES = 2_000_000
+
+
 @dataclass
 class PageReport:
-    """Everything found wrong on one page."""
+    """Everything found wrong on one page, and how many bytes it transferred."""
 
     url: str
     problems: list[str] = field(default_factory=list)
+    bytes: int = 0
 
 
 def find_chromium() -> str:
@@ -117,8 +128,28 @@ def serve(site_dir: Path) -> Iterator[str]:
 
 
 class _QuietHandler(http.server.SimpleHTTPRequestHandler):
+    """Serves the site as a static host does (GitHub Pages): text compressed with gzip."""
+
+    COMPRESSED = (".html", ".css", ".js", ".json", ".svg", ".xml", ".txt", ".ipynb")
+
     def log_message(self, format, *args):
         pass
+
+    def do_GET(self):
+        path = Path(self.translate_path(self.path))
+        if path.is_dir():
+            path = path / "index.html"
+        accepts = "gzip" in self.headers.get("Accept-Encoding", "")
+        if not (accepts and path.is_file() and path.suffix in self.COMPRESSED):
+            return super().do_GET()
+        body = gzip.compress(path.read_bytes(), mtime=0)
+        self.send_response(200)
+        self.send_header("Content-Type", self.guess_type(str(path)))
+        self.send_header("Content-Encoding", "gzip")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+        return None
 
 
 def check_page(context, url: str, screenshot: Path | None) -> PageReport:
@@ -150,6 +181,12 @@ def check_page(context, url: str, screenshot: Path | None) -> PageReport:
             if not formula["ok"]:
                 why = f" (MathJax: {formula['error']})" if formula["error"] else ""
                 report.problems.append(f"math not rendered: {formula['text']!r}{why}")
+        report.bytes = state["bytes"]
+        if "/chapters/" in url and report.bytes > MAX_CHAPTER_BYTES:
+            report.problems.append(
+                f"the page transfers {report.bytes / 1e6:.2f} MB, over the "
+                f"{MAX_CHAPTER_BYTES / 1e6:.0f} MB a chapter may weigh"
+            )
         for first_line in state["wide_code"]:
             report.problems.append(f"code scrolls sideways at this width: {first_line!r}")
         if screenshot is not None:
@@ -278,6 +315,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{status:4} {report.url}")
         for problem in report.problems:
             print(f"     - {problem}")
+    weighed = [r for r in reports if r.bytes]
+    if weighed:
+        print("page weight (bytes transferred, first load, no cache):")
+        for report in sorted(weighed, key=lambda r: -r.bytes):
+            print(f"  {report.bytes / 1e6:6.2f} MB  {report.url}")
     if args.screenshots:
         print(f"screenshots of every page in {args.screenshots}/")
     print(f"browser: {len(reports) - len(failed)} passed, {len(failed)} failed")

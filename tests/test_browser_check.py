@@ -100,6 +100,17 @@ def test_code_that_scrolls_sideways_fails(tiny_site: Path):
     assert any("code scrolls sideways" in p for p in problems_of(tiny_site, "/folded/"))
 
 
+def test_a_heavy_chapter_page_fails_and_every_page_is_weighed(tiny_site: Path):
+    (tiny_site / "big.bin").write_bytes(b"0" * 2_100_000)
+    fetch = "<script>fetch('/big.bin').then(r => r.text())</script>"
+    write_page(tiny_site, "chapters/heavy", fetch)
+    (report,) = check_site(tiny_site, pages=["/chapters/heavy/"], search=False, dark=False)
+    assert report.bytes > 2_000_000
+    assert any("over the 2 MB a chapter may weigh" in p for p in report.problems)
+    (light,) = check_site(tiny_site, pages=["/"], search=False, dark=False)
+    assert 0 < light.bytes < 10_000 and light.problems == []
+
+
 def test_a_console_error_fails(tiny_site: Path):
     write_page(tiny_site, "console", "<script>console.error('boom')</script>")
     found = problems_of(tiny_site, "/console/")
