@@ -162,7 +162,7 @@ def save_svg(fig: Figure, path: str | Path) -> None:
         fig.savefig(path, format="svg", bbox_inches="tight", metadata={"Date": None})
 
 
-def dark_color(color) -> tuple[float, float, float, float]:
+def dark_color(color: str | tuple[float, ...]) -> tuple[float, float, float, float]:
     """The colour to draw `color` with on a dark page: extremes of lightness are flipped.
 
     Near-white backgrounds and pale fills become dark, near-black text and lines become light,
