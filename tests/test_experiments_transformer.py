@@ -1,3 +1,6 @@
+import subprocess
+import sys
+
 import pytest
 import torch
 
@@ -13,6 +16,7 @@ from attention_book.experiments.transformer import (
     transformer_make_model,
 )
 from attention_book.seq2seq import greedy_decode, masked_cross_entropy, num_parameters
+from attention_book.training import imported_modules
 
 
 @pytest.fixture(scope="module")
@@ -132,3 +136,24 @@ def test_decode_steps_runs_the_given_number_of_steps_with_and_without_cache():
     never = int(outputs[True].max()) + 1
     greedy = greedy_decode(model, src, valid_lens, 1, never, max_len=9)
     assert [t.tokens for t in greedy] == outputs[True].tolist()
+
+
+def test_the_experiment_loads_no_plotting_library():
+    code = "import sys, attention_book.experiments.transformer; print('matplotlib' in sys.modules)"
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert result.stdout.strip() == "False", result.stderr[-2000:]
+
+
+def test_the_cache_key_covers_the_model_the_schedule_and_the_bahdanau_experiment():
+    modules = imported_modules("attention_book.experiments.transformer")
+    for name in (
+        "attention_book.transformer",
+        "attention_book.transformer_decoder",
+        "attention_book.transformer_sublayers",
+        "attention_book.training.schedules",
+        "attention_book.experiments.bahdanau",
+        "attention_book.decoding",
+        "attention_book.positional",
+    ):
+        assert name in modules
+    assert not any(name.startswith("attention_book.figures") for name in modules)
