@@ -160,7 +160,8 @@ def test_render_draws_chapters_in_parallel_workers(tmp_path, monkeypatch):
     names = ["home_attention_weights", "cues_qkv_diagram", "cues_pooling_weights"]
     modules = {name: find_figure(name).__module__ for name in names}
     book.render(names, tmp_path, modules)
-    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(f"{n}.svg" for n in names)
+    drawn = sorted(p.name for p in tmp_path.iterdir())
+    assert drawn == sorted(f"{n}{variant}" for n in names for variant in (".svg", ".dark.svg"))
 
 
 def test_render_reports_which_chapter_failed(tmp_path):
