@@ -46,12 +46,14 @@ def test_chapter_notebook_turns_runnable_blocks_into_code_cells():
     notebook = book.chapter_notebook(CHAPTER, "chapters/a/", "https://example.org/")
     nbformat.validate(notebook)
     code = [c.source for c in notebook.cells if c.cell_type == "code"]
-    assert code == ["print(1 + 1)", 'print("solution")']
+    assert code == ["print(1 + 1)"]  # the skipped block is a listing with its reason
+    assert 'print("solution")' in "\n".join(c.source for c in notebook.cells)
     markdown = "\n".join(c.source for c in notebook.cells if c.cell_type == "markdown")
     assert "def show_heatmaps(" in markdown  # the included source is shown as a listing
     assert "https://example.org/figures/home_attention_weights.svg" in markdown
     assert "(https://example.org/chapters/bahdanau/#the-experiment)" in markdown
     assert "(https://example.org/api/masking/)" in markdown
+    assert "*Not run here: an example.*" in markdown
     assert "pytest" not in markdown  # test marks and expected output are not for readers
     assert "\n2\n" not in markdown
 

@@ -160,6 +160,16 @@ def test_progress_bar_only_on_a_terminal_unless_told(monkeypatch):
         assert ("epoch 1/1" in stream.getvalue()) == shown, (stream_class, progress)
 
 
+def test_no_progress_bar_in_a_process_that_only_imported_ipykernel(monkeypatch):
+    # Tools that start notebook kernels import ipykernel; that is not a person watching.
+    import ipykernel  # noqa: F401
+
+    stream = io.StringIO()
+    monkeypatch.setattr(sys, "stderr", stream)
+    fit(nn.Linear(3, 1), _regression_loader(0), _mse, num_epochs=1, device="cpu")
+    assert "epoch 1/1" not in stream.getvalue()
+
+
 def test_classification_helpers():
     set_seed(0)
     x = torch.randn(64, 2)

@@ -166,7 +166,15 @@ def _show_progress(progress: bool | None) -> bool:
     # never in the site build, the tests or CI, where it would only clutter the logs.
     if progress is not None:
         return progress
-    return sys.stderr.isatty() or "ipykernel" in sys.modules
+    return sys.stderr.isatty() or _in_jupyter()
+
+
+def _in_jupyter() -> bool:
+    # A Jupyter kernel runs an IPython shell of this class; a process that merely imported
+    # ipykernel (a tool that starts kernels, say) does not.
+    ipython = sys.modules.get("IPython")
+    shell = ipython.get_ipython() if ipython is not None else None
+    return type(shell).__name__ == "ZMQInteractiveShell"
 
 
 def fit(
