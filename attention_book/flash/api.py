@@ -47,7 +47,8 @@ def flash_attention(
             tiled reference otherwise), ``"reference"`` (pure PyTorch, CPU or GPU) or
             ``"triton"`` (CUDA tensors, or CPU tensors under ``TRITON_INTERPRET=1``).
         valid_lens: Number of real keys per sequence (a key padding mask).
-        scale: Factor applied to the dot products; default ``1 / sqrt(head_dim)``.
+        scale: Factor applied to the dot products; default ``1 / sqrt(head_dim)``. The Triton
+            kernels need it positive (they take each row's maximum before scaling).
         block_m: Queries per block (reference default 128; Triton default autotuned on a GPU
             for 16-bit inputs, 64 for float32 and 16 under the interpreter).
         block_n: Keys per block (reference default 128; Triton default autotuned on a GPU for
@@ -64,7 +65,8 @@ def flash_attention(
         - returns: (batch, num_heads, q_len, head_dim) [and (batch, num_heads, q_len)]
 
     Raises:
-        ValueError: For shapes, dtypes, head dims, block sizes or a backend that do not fit.
+        ValueError: For shapes, dtypes, head dims, block sizes, a backend or (for Triton) a
+            scale that do not fit.
         ImportError: For ``backend="triton"`` when Triton is not installed.
         RuntimeError: For ``backend="triton"`` when the tensors' device does not fit the mode
             Triton runs in (CPU tensors need ``TRITON_INTERPRET=1`` set before Triton is

@@ -6,9 +6,16 @@ Importing this module imports Triton and `attention_book.flash.kernels`. Triton 
 or interpreted on the CPU. `KERNEL_MODE` records what this process got, and a launch checks
 that the tensors fit it; when they do not, the error says which variable to set, and when.
 
+The forward kernel reads and writes through host-side tensor descriptors (Triton's
+``TensorDescriptor``), one per tensor, over its four dimensions: on a Hopper GPU each tile is
+one TMA copy, on older GPUs Triton turns them into ordinary loads, and under the interpreter
+they run on the CPU. TMA needs a contiguous last dimension and 16-byte aligned strides; the
+rare input that has neither (a head dim of 20 in float16, a sliced tensor) is copied first.
+
 On a GPU, float32 inputs use fixed 64 x 32 tiles and 16-bit inputs let Triton's autotuner
-choose among a few configurations of the fused-attention tutorial (`AUTOTUNED`). Under the
-interpreter the tiles are 16 x 16 and nothing autotunes or asks a GPU driver anything.
+choose among the configurations of `TUNING_CONFIGS` for the GPU's generation and the head
+dim. Under the interpreter the tiles are 16 x 16 and nothing autotunes or asks a GPU driver
+anything.
 """
 
 from __future__ import annotations
@@ -16,9 +23,11 @@ from __future__ import annotations
 from typing import NamedTuple
 
 import torch
+import torch.nn.functional as F
 import triton
 import triton.language as tl
 from triton.runtime.interpreter import InterpretedFunction
+from triton.tools.tensor_descriptor import TensorDescriptor
 
 from attention_book.flash import kernels
 from attention_book.flash.reference import TiledAttention
@@ -27,16 +36,20 @@ __all__ = [
     "AUTOTUNED",
     "KERNEL_MODE",
     "PLAIN",
+    "PREPROCESS_BLOCK",
+    "TUNING_CONFIGS",
     "KernelSet",
     "TritonAttention",
     "default_block_sizes",
+    "padded_head_dim",
     "triton_attention_backward",
     "triton_attention_forward",
+    "tuning_configs",
 ]
 
 
 class KernelSet(NamedTuple):
-    """The three kernels one attention call launches."""
+    """The three kernels of one attention call whose tiles are tuned."""
 
     fwd: object
     dkdv: object
@@ -61,27 +74,122 @@ KERNEL_MODE = _kernel_mode()
 #: The plain kernels, launched with fixed block sizes.
 PLAIN = KernelSet(kernels.attn_fwd, kernels.attn_bwd_dkdv, kernels.attn_bwd_dq)
 
-# Launch configurations (BLOCK_M, BLOCK_N, num_warps, num_stages), from the Triton
-# fused-attention tutorial; the autotuner times each one once per tuning key.
-_TUNING_CONFIGS = {
-    "fwd": [(128, 64, 8, 3), (128, 128, 8, 3), (128, 32, 4, 4), (64, 64, 4, 3), (64, 32, 4, 4)],
-    "dkdv": [(32, 128, 4, 3), (64, 128, 8, 3), (32, 64, 4, 4)],
-    "dq": [(128, 32, 4, 3), (128, 64, 8, 3), (64, 32, 4, 4)],
-}
-_TUNING_KEY = ["q_len", "k_len", "head_dim", "CAUSAL", "HAS_VALID_LENS"]
+#: Launch configurations (BLOCK_M, BLOCK_N, num_warps, num_stages) the autotuner times, by
+#: kernel, GPU generation (compute capability major: 8 Ampere, 9 Hopper) and HEAD_DIM. Every
+#: one compiles without register spills and within its GPU's shared memory, which
+#: ``benchmarks/flash_compile.py`` checks for all of them (tests/test_flash_compile.py for a
+#: subset). GPUs newer than Hopper get Hopper's lists.
+TUNING_CONFIGS = {
+    "fwd": {
+        9: {
+            16: [(128, 64, 4, 3), (128, 128, 8, 3), (64, 64, 4, 3)],
+            32: [(128, 64, 4, 3), (128, 128, 8, 3), (64, 64, 4, 3)],
+            64: [(128, 64, 4, 2), (128, 64, 4, 3), (128, 128, 8, 3), (64, 64, 4, 3)],
+            128: [(128, 64, 8, 2), (128, 64, 8, 3), (128, 128, 8, 2), (128, 128, 8, 3),
+                  (64, 64, 4, 3)],
+        },
+        8: {
+            16: [(128, 64, 4, 3), (128, 128, 8, 3), (64, 64, 4, 3)],
+            32: [(128, 64, 4, 3), (128, 64, 8, 3), (64, 64, 4, 3)],
+            64: [(128, 64, 8, 3), (128, 32, 4, 3), (64, 64, 4, 3), (64, 32, 4, 4)],
+            128: [(128, 32, 8, 3), (64, 32, 8, 3), (64, 64, 8, 3), (64, 32, 4, 4)],
+        },
+    },
+    "dkdv": {
+        9: {
+            16: [(32, 128, 4, 3), (32, 128, 8, 3), (64, 128, 8, 3), (32, 64, 4, 3)],
+            32: [(32, 128, 4, 3), (32, 128, 8, 3), (64, 128, 8, 3), (32, 64, 4, 3)],
+            64: [(32, 128, 8, 3), (64, 128, 8, 3), (32, 64, 4, 3), (64, 64, 4, 3)],
+            128: [(32, 128, 8, 2), (32, 128, 8, 3), (32, 64, 4, 3)],
+        },
+        8: {
+            16: [(32, 128, 4, 3), (32, 128, 8, 3), (32, 64, 4, 3)],
+            32: [(32, 128, 4, 3), (32, 128, 8, 3), (32, 64, 4, 3)],
+            64: [(32, 128, 8, 2), (32, 128, 8, 3), (32, 64, 4, 3)],
+            128: [(32, 64, 8, 3), (64, 64, 8, 3), (32, 64, 4, 3)],
+        },
+    },
+    "dq": {
+        9: {
+            16: [(128, 32, 4, 3), (128, 64, 8, 3), (64, 32, 4, 3), (64, 64, 4, 3)],
+            32: [(128, 32, 4, 3), (128, 64, 8, 3), (64, 32, 4, 3), (64, 64, 4, 3)],
+            64: [(128, 32, 4, 3), (128, 64, 8, 3), (64, 32, 4, 3), (64, 64, 4, 3)],
+            128: [(128, 64, 8, 3), (128, 32, 8, 3), (64, 64, 4, 3), (64, 32, 4, 3)],
+        },
+        8: {
+            16: [(128, 32, 4, 3), (128, 32, 8, 3), (64, 32, 4, 3), (64, 64, 4, 3)],
+            32: [(128, 32, 4, 3), (128, 32, 8, 3), (64, 32, 4, 3), (64, 64, 4, 3)],
+            64: [(128, 32, 8, 3), (128, 64, 8, 3), (64, 32, 4, 3), (64, 64, 4, 3)],
+            128: [(128, 32, 8, 3), (64, 32, 4, 3), (64, 64, 4, 3)],
+        },
+    },
+}  # fmt: skip
+_TUNING_KEY = ["q_len", "k_len", "HEAD_DIM", "CAUSAL", "HAS_VALID_LENS"]
+
+#: Rows per program of `kernels.attn_bwd_preprocess` on a GPU (4 warps).
+PREPROCESS_BLOCK = 64
+
+
+def padded_head_dim(head_dim: int) -> int:
+    """``HEAD_DIM``: the head dim rounded up to a power of two, at least 16 (MMA's minimum)."""
+    return max(16, 1 << (head_dim - 1).bit_length())
+
+
+def tuning_configs(kernel: str, capability: int, head_dim: int) -> list[tuple[int, ...]]:
+    """The configurations the autotuner times for one kernel, GPU generation and head dim.
+
+    Args:
+        kernel: ``"fwd"``, ``"dkdv"`` or ``"dq"``.
+        capability: The GPU's compute capability major (8 for A100, 9 for H100 and H200).
+        head_dim: The head dim of the inputs.
+
+    Returns:
+        ``[(BLOCK_M, BLOCK_N, num_warps, num_stages), ...]`` from `TUNING_CONFIGS`.
+
+    Raises:
+        ValueError: If `kernel` is not one of the three, or `capability` is older than 8.
+    """
+    if kernel not in TUNING_CONFIGS:
+        raise ValueError(f"kernel must be one of {sorted(TUNING_CONFIGS)}, got {kernel!r}")
+    if capability < 8:
+        raise ValueError(f"capability must be 8 (Ampere) or newer, got {capability}")
+    return TUNING_CONFIGS[kernel][min(capability, 9)][padded_head_dim(head_dim)]
+
+
+def _set_block_shapes(nargs: dict) -> None:
+    """Give the forward's tensor descriptors the tiles of the configuration about to run."""
+    rows = {"desc_q": nargs["BLOCK_M"], "desc_o": nargs["BLOCK_M"]}
+    rows |= {"desc_k": nargs["BLOCK_N"], "desc_v": nargs["BLOCK_N"]}
+    for name, block_rows in rows.items():
+        nargs[name].block_shape = [1, 1, block_rows, nargs["HEAD_DIM"]]
 
 
 def _autotuned_kernels() -> KernelSet | None:
     """The kernels wrapped in Triton's autotuner: compiled mode on a machine with a CUDA GPU."""
     if KERNEL_MODE != "compiled" or not torch.cuda.is_available():
         return None
+    capability = torch.cuda.get_device_capability()[0]
     tuned = {}
     for name, kernel in PLAIN._asdict().items():
+        by_head_dim = {
+            head_dim: tuning_configs(name, capability, head_dim) for head_dim in (16, 32, 64, 128)
+        }
+        hook = _set_block_shapes if name == "fwd" else None
         configs = [
-            triton.Config({"BLOCK_M": m, "BLOCK_N": n}, num_warps=w, num_stages=s)
-            for m, n, w, s in _TUNING_CONFIGS[name]
+            triton.Config({"BLOCK_M": m, "BLOCK_N": n}, num_warps=w, num_stages=s, pre_hook=hook)
+            for m, n, w, s in sorted({c for listed in by_head_dim.values() for c in listed})
         ]
-        tuned[name] = triton.autotune(configs, key=_TUNING_KEY)(kernel)
+
+        def listed_for_head_dim(configs, named_args, by_head_dim=by_head_dim, **kwargs):
+            listed = by_head_dim[kwargs["HEAD_DIM"]]
+            return [
+                c for c in configs
+                if (c.kwargs["BLOCK_M"], c.kwargs["BLOCK_N"], c.num_warps, c.num_stages) in listed
+            ]  # fmt: skip
+
+        tuned[name] = triton.autotune(
+            configs, key=_TUNING_KEY, prune_configs_by={"early_config_prune": listed_for_head_dim}
+        )(kernel)
     return KernelSet(**tuned)
 
 
@@ -147,29 +255,37 @@ class _Launch(NamedTuple):
     UPCAST: bool
     INPUT_PRECISION: str | None
     blocks: dict
+    plain: dict  # launch options of the kernels that are never autotuned
 
 
-def _prepare(q: torch.Tensor, block_m: int | None, block_n: int | None) -> _Launch:
-    """Check the mode, then choose the kernels and the options shared by all three launches."""
+def _prepare(
+    q: torch.Tensor, block_m: int | None, block_n: int | None, scale: float | None
+) -> _Launch:
+    """Check the mode and the scale, then choose the kernels and the options of the launches."""
     _check_mode(q)
+    if scale is not None and not scale > 0:
+        raise ValueError(
+            f"scale must be positive for the Triton kernels (they take each row's maximum "
+            f"before scaling), got {scale}"
+        )
     interpreted = KERNEL_MODE == "interpreted"
     if block_m is None and block_n is None:
         fixed = default_block_sizes(q.dtype)
     else:
         fixed = (block_m or 16, block_n or 16)
+    plain = {} if interpreted else {"num_warps": 4, "num_stages": 2}
     if fixed is None:  # compiled, on a CUDA device: the autotuner picks the block sizes
         chosen, blocks = AUTOTUNED, {}
     else:
-        chosen, blocks = PLAIN, {"BLOCK_M": fixed[0], "BLOCK_N": fixed[1]}
-        if not interpreted:
-            blocks |= {"num_warps": 4, "num_stages": 2}
+        chosen, blocks = PLAIN, {"BLOCK_M": fixed[0], "BLOCK_N": fixed[1]} | plain
     return _Launch(
         kernels=chosen,
-        HEAD_DIM=max(16, 1 << (q.shape[-1] - 1).bit_length()),  # next power of two
+        HEAD_DIM=padded_head_dim(q.shape[-1]),
         UPCAST=interpreted,
         # float32 inputs: exact float32 products (no TF32); other dtypes: Triton's default.
         INPUT_PRECISION="ieee" if q.dtype == torch.float32 else None,
         blocks=blocks,
+        plain=plain,
     )
 
 
@@ -178,6 +294,32 @@ def _valid_lens_arg(valid_lens: torch.Tensor | None, q: torch.Tensor) -> torch.T
     if valid_lens is None:
         return torch.zeros(1, dtype=torch.int32, device=q.device)
     return valid_lens.to(device=q.device, dtype=torch.int32).contiguous()
+
+
+def _fits_tma(tensor: torch.Tensor) -> bool:
+    """Whether a tensor meets TMA's layout rules: unit last stride, 16-byte aligned strides."""
+    size = tensor.element_size()
+    aligned = all(stride * size % 16 == 0 for stride in tensor.stride()[:-1])
+    return tensor.stride(-1) == 1 and aligned and tensor.data_ptr() % 16 == 0
+
+
+def _tma_layout(tensor: torch.Tensor) -> torch.Tensor:
+    """The tensor itself if TMA can read it, else a contiguous copy, zero-padded if need be.
+
+    The padding widens the head dim to a multiple of 16 bytes with zero columns, which change
+    no dot product and give zero output columns (cut off by the caller).
+    """
+    if _fits_tma(tensor):
+        return tensor
+    per_16_bytes = 16 // tensor.element_size()
+    width = -tensor.shape[-1] % per_16_bytes
+    return F.pad(tensor, (0, width)).contiguous()
+
+
+def _descriptor(tensor: torch.Tensor, block_rows: int, head_dim: int) -> TensorDescriptor:
+    """A descriptor over the whole (batch, num_heads, seq_len, head_dim) tensor."""
+    shape, strides = list(tensor.shape), list(tensor.stride())
+    return TensorDescriptor(tensor, shape, strides, [1, 1, block_rows, head_dim])
 
 
 # --8<-- [start:triton_launch]
@@ -199,7 +341,7 @@ def triton_attention_forward(
         v: Values.
         causal: Causal masking aligned bottom-right (see `attention_book.masking`).
         valid_lens: Number of real keys per sequence.
-        scale: Factor applied to the dot products; default ``1 / sqrt(head_dim)``.
+        scale: Factor applied to the dot products, positive; default ``1 / sqrt(head_dim)``.
         block_m: Queries per program (default: `default_block_sizes`: autotuned on a GPU for
             16-bit inputs, 64 for float32, 16 under the interpreter).
         block_n: Keys per inner step (default: autotuned, 32 for float32, 16 interpreted).
@@ -212,22 +354,28 @@ def triton_attention_forward(
         - k, v: (batch, num_heads, k_len, head_dim)
         - returns: (batch, num_heads, q_len, head_dim) and (batch, num_heads, q_len)
     """
-    launch = _prepare(q, block_m, block_n)
+    launch = _prepare(q, block_m, block_n, scale)
     batch, num_heads, q_len, head_dim = q.shape
     k_len = k.shape[-2]
     scale = head_dim**-0.5 if scale is None else scale
     qk_scale = scale * kernels.LOG2_E.value  # the kernels compute exp(x) as exp2(x * log2(e))
-    out = torch.empty_like(q, memory_format=torch.contiguous_format)
+    q_, k_, v_ = (_tma_layout(t) for t in (q, k, v))  # usually q, k, v themselves
+    out = torch.empty_like(q_, memory_format=torch.contiguous_format)
     lse = torch.empty(batch, num_heads, q_len, dtype=torch.float32, device=q.device)
+    # Tiles of [1, 1, rows, HEAD_DIM]; when autotuning, each configuration sets its own rows.
+    q_rows, kv_rows = launch.blocks.get("BLOCK_M", 16), launch.blocks.get("BLOCK_N", 16)
+    descriptors = [
+        _descriptor(t, rows, launch.HEAD_DIM)
+        for t, rows in ((q_, q_rows), (k_, kv_rows), (v_, kv_rows), (out, q_rows))
+    ]
     grid = lambda meta: (triton.cdiv(q_len, meta["BLOCK_M"]), batch * num_heads)  # noqa: E731
     launch.kernels.fwd[grid](
-        q, k, v, out, lse, _valid_lens_arg(valid_lens, q),
-        *q.stride(), *k.stride(), *v.stride(), *out.stride(),
-        num_heads, q_len, k_len, qk_scale,
-        head_dim=head_dim, HEAD_DIM=launch.HEAD_DIM, CAUSAL=causal,
-        HAS_VALID_LENS=valid_lens is not None, UPCAST=launch.UPCAST,
-        INPUT_PRECISION=launch.INPUT_PRECISION, **launch.blocks,
+        *descriptors, lse, _valid_lens_arg(valid_lens, q), num_heads, q_len, k_len, qk_scale,
+        HEAD_DIM=launch.HEAD_DIM, CAUSAL=causal, HAS_VALID_LENS=valid_lens is not None,
+        UPCAST=launch.UPCAST, INPUT_PRECISION=launch.INPUT_PRECISION, **launch.blocks,
     )  # fmt: skip
+    if out.shape[-1] != head_dim:  # a zero-padded copy: cut the padding off
+        out = out[..., :head_dim].contiguous()
     return out, lse
 
 
@@ -244,18 +392,18 @@ def triton_attention_backward(
     block_m: int | None = None,
     block_n: int | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Launch the Triton backward: D = rowsum(dO * O), then the dK/dV and the dQ kernels.
+    """Launch the Triton backward: D and the base-2 lse, then the dK/dV and the dQ kernels.
 
     Args:
         q: Queries saved by the forward pass.
         k: Keys.
         v: Values.
         out: The forward output.
-        lse: The forward log-sum-exp (float32).
+        lse: The forward log-sum-exp (float32, natural).
         grad_out: Gradient of the loss with respect to `out`.
         causal: Causal masking aligned bottom-right, as in the forward pass.
         valid_lens: Number of real keys per sequence.
-        scale: Factor applied to the dot products; default ``1 / sqrt(head_dim)``.
+        scale: Factor applied to the dot products, positive; default ``1 / sqrt(head_dim)``.
         block_m: Queries per block (default: as in `triton_attention_forward`).
         block_n: Keys per block.
 
@@ -268,12 +416,18 @@ def triton_attention_backward(
         - lse: (batch, num_heads, q_len)
         - returns: the shapes of q, k and v
     """
-    launch = _prepare(q, block_m, block_n)
+    launch = _prepare(q, block_m, block_n, scale)
     batch, num_heads, q_len, head_dim = q.shape
     k_len = k.shape[-2]
     scale = head_dim**-0.5 if scale is None else scale
     qk_scale = scale * kernels.LOG2_E.value
-    delta = (grad_out.float() * out.float()).sum(-1)  # (batch, num_heads, q_len)
+    delta = torch.empty(batch, num_heads, q_len, dtype=torch.float32, device=q.device)
+    lse2 = torch.empty_like(delta)  # the log-sum-exp in base 2, as the loops use it
+    rows = 16 if KERNEL_MODE == "interpreted" else PREPROCESS_BLOCK
+    kernels.attn_bwd_preprocess[(triton.cdiv(q_len, rows), batch * num_heads)](
+        out, grad_out, lse, delta, lse2, *out.stride(), *grad_out.stride(), num_heads, q_len,
+        head_dim=head_dim, HEAD_DIM=launch.HEAD_DIM, BLOCK_M=rows, **launch.plain,
+    )  # fmt: skip
     grad_q = torch.empty_like(q, memory_format=torch.contiguous_format)
     grad_k = torch.empty_like(k, memory_format=torch.contiguous_format)
     grad_v = torch.empty_like(v, memory_format=torch.contiguous_format)
@@ -287,11 +441,11 @@ def triton_attention_backward(
     }  # fmt: skip
     grid_kv = lambda meta: (triton.cdiv(k_len, meta["BLOCK_N"]), batch * num_heads)  # noqa: E731
     launch.kernels.dkdv[grid_kv](
-        q, k, v, grad_out, lse, delta, grad_k, grad_v, lens, *strides, *sizes, **flags
+        q, k, v, grad_out, lse2, delta, grad_k, grad_v, lens, *strides, *sizes, **flags
     )
     grid_q = lambda meta: (triton.cdiv(q_len, meta["BLOCK_M"]), batch * num_heads)  # noqa: E731
     launch.kernels.dq[grid_q](
-        q, k, v, grad_out, lse, delta, grad_q, lens, *strides, *sizes, **flags
+        q, k, v, grad_out, lse2, delta, grad_q, lens, *strides, *sizes, **flags
     )
     return grad_q, grad_k, grad_v
 
