@@ -7,7 +7,9 @@ For every page of the site it fails on a console error, an uncaught exception, a
 request or an HTTP error, an image that did not load (``naturalWidth == 0``), a formula that
 MathJax did not render (with MathJax's message), a code block that scrolls sideways at
 1280 px, and a chapter page that transfers more than 2 MB (served compressed, as GitHub Pages
-serves it; every page's weight is printed); it saves a full-page screenshot of each page in light and dark mode.
+serves it; every page's weight is printed), or that prints with closed folds or its navigation;
+at 390 px wide (a phone) it fails a page that scrolls sideways. It saves a full-page screenshot
+of each page in light and dark mode and at 390 px.
 Then it types "attention" into the search box and expects results. It drives Debian's
 Chromium through Playwright (no browser download) and serves the site on a local port.
 """
@@ -152,8 +154,34 @@ class _QuietHandler(http.server.SimpleHTTPRequestHandler):
         return None
 
 
-def check_page(context, url: str, screenshot: Path | None) -> PageReport:
-    """Load one page and report console errors, failed requests, broken images, raw math."""
+# In print: Material hides the navigation, and the book's script opens every fold first.
+PRINT_STATE = """() => {
+  window.dispatchEvent(new Event('beforeprint'));
+  const closed = document.querySelectorAll('details:not([open])').length;
+  const shown = [...document.querySelectorAll('.md-header, .md-sidebar, .md-footer')]
+    .filter(el => getComputedStyle(el).display !== 'none').length;
+  window.dispatchEvent(new Event('afterprint'));
+  return {closed, shown};
+}"""
+
+#: The phone pass: a page must read at this width without scrolling sideways.
+PHONE = {"width": 390, "height": 844}
+
+
+def check_page(context, url: str, screenshot: Path | None, mode: str = "light") -> PageReport:
+    """Load one page and report what a reader would see broken.
+
+    Args:
+        context: A Playwright browser context (its colour scheme and viewport set).
+        url: The page.
+        screenshot: Where to save a full-page screenshot, or None.
+        mode: ``"light"`` and ``"dark"`` (1280 px wide) check everything, light mode also how
+            the page prints; ``"phone"`` (390 px) checks that the page does not scroll
+            sideways (code blocks scroll inside their own box there).
+
+    Returns:
+        The page's report.
+    """
     report = PageReport(url)
     page = context.new_page()
     page.on(
@@ -181,13 +209,26 @@ def check_page(context, url: str, screenshot: Path | None) -> PageReport:
             if not formula["ok"]:
                 why = f" (MathJax: {formula['error']})" if formula["error"] else ""
                 report.problems.append(f"math not rendered: {formula['text']!r}{why}")
-        report.bytes = state["bytes"]
+        if mode == "phone":
+            width = page.evaluate("() => document.documentElement.scrollWidth")
+            if width > PHONE["width"] + 1:
+                report.problems.append(f"the page scrolls sideways at 390 px ({width} px wide)")
+        elif mode == "light" and "/chapters/" in url:
+            page.emulate_media(media="print")
+            printed = page.evaluate(PRINT_STATE)
+            page.emulate_media(media="screen")
+            if printed["closed"] or printed["shown"]:
+                report.problems.append(
+                    f"in print, {printed['closed']} folds stay closed and "
+                    f"{printed['shown']} navigation elements are shown"
+                )
+        report.bytes = state["bytes"] if mode != "phone" else 0
         if "/chapters/" in url and report.bytes > MAX_CHAPTER_BYTES:
             report.problems.append(
                 f"the page transfers {report.bytes / 1e6:.2f} MB, over the "
                 f"{MAX_CHAPTER_BYTES / 1e6:.0f} MB a chapter may weigh"
             )
-        for first_line in state["wide_code"]:
+        for first_line in state["wide_code"] if mode != "phone" else []:
             report.problems.append(f"code scrolls sideways at this width: {first_line!r}")
         if screenshot is not None:
             screenshot.parent.mkdir(parents=True, exist_ok=True)
@@ -236,7 +277,8 @@ def page_url(source: str) -> str:
 
 
 def screenshot_name(url_path: str, scheme: str) -> str:
-    """File name of a page's screenshot, e.g. ``chapters-bahdanau.light.png``."""
+    """File name of a page's screenshot, e.g. ``chapters-bahdanau.light.png`` (or ``.dark``,
+    ``.phone``)."""
     stem = url_path.strip("/").replace("/", "-") or "index"
     return f"{stem}.{scheme}.png"
 
@@ -255,7 +297,8 @@ def check_site(
         screenshots: Folder for full-page screenshots, or None for none.
         pages: URL paths to check; every page of the site by default.
         search: Also check that the search box finds "attention".
-        dark: Also load each page in dark mode (and screenshot it).
+        dark: Also load each page in dark mode (and screenshot it). Every page is also
+            loaded 390 px wide (``phone``), in light mode.
 
     Returns:
         One report per page (and one for the search), each listing its problems.
@@ -266,17 +309,18 @@ def check_site(
     reports = []
     with serve(site_dir) as base_url, sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=find_chromium(), args=CHROMIUM_ARGS)
-        schemes = ["light", "dark"] if dark else ["light"]
-        for scheme in schemes:
+        modes = ["light", "dark", "phone"] if dark else ["light", "phone"]
+        for mode in modes:
             context = browser.new_context(
-                color_scheme=scheme, viewport={"width": 1280, "height": 900}
+                color_scheme="dark" if mode == "dark" else "light",
+                viewport=PHONE if mode == "phone" else {"width": 1280, "height": 900},
             )
             for path in pages:
-                shot = screenshots / screenshot_name(path, scheme) if screenshots else None
-                report = check_page(context, base_url + path, shot)
-                report.url = f"{path} ({scheme})"
+                shot = screenshots / screenshot_name(path, mode) if screenshots else None
+                report = check_page(context, base_url + path, shot, mode)
+                report.url = f"{path} ({mode})"
                 reports.append(report)
-            if search and scheme == "light":
+            if search and mode == "light":
                 reports.append(PageReport("search", check_search(context, base_url)))
             context.close()
         browser.close()

@@ -49,8 +49,9 @@ def tiny_site(tmp_path: Path) -> Path:
 
 
 def problems_of(site: Path, path: str) -> list[str]:
-    (report,) = check_site(site, pages=[path], search=False, dark=False)
-    return report.problems
+    """Problems of one page, light mode and phone width together."""
+    reports = check_site(site, pages=[path], search=False, dark=False)
+    return [problem for report in reports for problem in report.problems]
 
 
 def test_a_healthy_page_passes(tiny_site: Path):
@@ -88,7 +89,7 @@ def test_a_tex_error_prints_mathjax_message(tiny_site: Path):
 
 def test_code_that_scrolls_sideways_fails(tiny_site: Path):
     long_line = "x = " + "1 + " * 400 + "1"
-    style = "<style>pre { width: 600px; overflow-x: auto; }</style>"
+    style = "<style>pre { max-width: 300px; overflow-x: auto; }</style>"
     write_page(tiny_site, "wide", f"{style}<pre><code>{long_line}\nshort</code></pre>")
     found = problems_of(tiny_site, "/wide/")
     assert any("code scrolls sideways" in p and "x = 1 + 1" in p for p in found), found
@@ -104,11 +105,31 @@ def test_a_heavy_chapter_page_fails_and_every_page_is_weighed(tiny_site: Path):
     (tiny_site / "big.bin").write_bytes(b"0" * 2_100_000)
     fetch = "<script>fetch('/big.bin').then(r => r.text())</script>"
     write_page(tiny_site, "chapters/heavy", fetch)
-    (report,) = check_site(tiny_site, pages=["/chapters/heavy/"], search=False, dark=False)
+    report = check_site(tiny_site, pages=["/chapters/heavy/"], search=False, dark=False)[0]
     assert report.bytes > 2_000_000
     assert any("over the 2 MB a chapter may weigh" in p for p in report.problems)
-    (light,) = check_site(tiny_site, pages=["/"], search=False, dark=False)
+    light = check_site(tiny_site, pages=["/"], search=False, dark=False)[0]
     assert 0 < light.bytes < 10_000 and light.problems == []
+
+
+def test_a_page_wider_than_a_phone_fails_at_390_px(tiny_site: Path):
+    write_page(tiny_site, "wide-page", "<div style='width: 900px'>a wide table</div>")
+    reports = check_site(tiny_site, pages=["/wide-page/"], search=False, dark=False)
+    light, phone = reports
+    assert light.problems == []  # 900 px fit at 1280
+    assert any("scrolls sideways at 390 px" in p for p in phone.problems), phone.problems
+
+
+def test_a_chapter_prints_with_its_folds_open(tiny_site: Path):
+    fold = "<details><summary>Solution</summary><p>42</p></details>"
+    opener = (
+        "<script>addEventListener('beforeprint', () =>"
+        " document.querySelectorAll('details').forEach(d => { d.open = true; }))</script>"
+    )
+    write_page(tiny_site, "chapters/folded", fold)
+    write_page(tiny_site, "chapters/opens", fold + opener)
+    assert any("folds stay closed" in p for p in problems_of(tiny_site, "/chapters/folded/"))
+    assert problems_of(tiny_site, "/chapters/opens/") == []
 
 
 def test_a_console_error_fails(tiny_site: Path):
@@ -138,7 +159,8 @@ def test_site_pages_lists_every_page_but_assets(tiny_site: Path):
 def test_screenshots_are_saved(tiny_site: Path, tmp_path_factory):
     shots = tmp_path_factory.mktemp("shots")
     check_site(tiny_site, screenshots=shots, pages=["/"], search=False, dark=True)
-    assert sorted(p.name for p in shots.iterdir()) == ["index.dark.png", "index.light.png"]
+    names = sorted(p.name for p in shots.iterdir())
+    assert names == ["index.dark.png", "index.light.png", "index.phone.png"]
 
 
 @pytest.mark.parametrize(
@@ -158,7 +180,7 @@ def test_page_url_maps_a_source_file_to_its_page(source: str, url: str):
 def test_the_page_option_checks_only_that_page(tiny_site: Path, capsys):
     write_page(tiny_site, "chapters/broken", '<img src="/missing.svg">')
     assert main([str(tiny_site), "--page", "docs/index.md", "--no-dark"]) == 0
-    assert "1 passed, 0 failed" in capsys.readouterr().out
+    assert "2 passed, 0 failed" in capsys.readouterr().out  # light and phone
     assert main([str(tiny_site), "--page", "docs/chapters/broken.md", "--no-dark"]) == 1
     assert main([str(tiny_site), "--page", "docs/chapters/absent.md"]) == 1
     assert "not pages of" in capsys.readouterr().out
