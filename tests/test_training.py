@@ -160,6 +160,17 @@ def test_progress_bar_only_on_a_terminal_unless_told(monkeypatch):
         assert ("epoch 1/1" in stream.getvalue()) == shown, (stream_class, progress)
 
 
+def test_fit_trains_when_called_under_no_grad():
+    # A figure that asks for a trained model may run under torch.no_grad(); training a model
+    # that is not cached yet must still work.
+    model = nn.Linear(3, 1)
+    before = model.weight.detach().clone()
+    with torch.no_grad():
+        history = fit(model, _regression_loader(0), _mse, num_epochs=2, device="cpu")
+        assert not torch.is_grad_enabled()  # the caller's mode is restored
+    assert not torch.equal(model.weight, before) and len(history.train_loss) == 2
+
+
 def test_no_progress_bar_in_a_process_that_only_imported_ipykernel(monkeypatch):
     # Tools that start notebook kernels import ipykernel; that is not a person watching.
     import ipykernel  # noqa: F401

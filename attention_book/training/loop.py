@@ -231,7 +231,10 @@ def fit(
     from tqdm.auto import tqdm
 
     total = num_epochs * len(train_loader) if hasattr(train_loader, "__len__") else None
-    with tqdm(total=total, disable=not _show_progress(progress), unit="batch") as bar:
+    # Training needs gradients even when the caller runs under torch.no_grad() (a figure that
+    # asks for a trained model which is not cached yet): enable them for the loop.
+    bar = tqdm(total=total, disable=not _show_progress(progress), unit="batch")
+    with bar, torch.enable_grad():
         for epoch in range(num_epochs):
             start = time.perf_counter()
             model.train()
