@@ -195,3 +195,41 @@ def test_the_block_linter_can_fail(tmp_path: Path):
     page.write_text("```python\nimport os\nfor i in range(3):\n    pass\n```\n")
     (problem,) = lint_problems(page)
     assert "F401" in problem and "B007" in problem
+
+
+# Every section marker of the package is included by some page: a marker no page shows is a
+# listing the book forgot, or a marker to remove.
+
+MARKER_START = re.compile(r"--8<-- \[start:(?P<section>[\w-]+)\]")
+
+
+def unincluded_sections(pages: list[Path]) -> list[str]:
+    """Sections of package files (``path:section``) that no page includes."""
+    included = set()
+    for page in pages:
+        for line in page.read_text(encoding="utf-8").splitlines():
+            match = SNIPPET.match(line.strip())
+            if match and match["section"]:
+                included.add(f"{match['path']}:{match['section']}")
+    found = []
+    for path in sorted((ROOT / "attention_book").rglob("*.py")):
+        name = path.relative_to(ROOT).as_posix()
+        for marker in MARKER_START.finditer(path.read_text(encoding="utf-8")):
+            if f"{name}:{marker['section']}" not in included:
+                found.append(f"{name}:{marker['section']}")
+    return found
+
+
+def test_every_section_marker_is_included_by_a_page():
+    assert unincluded_sections(PAGES) == []
+
+
+def test_the_marker_check_can_fail(tmp_path: Path):
+    page = tmp_path / "page.md"
+    page.write_text(
+        '```python title="attention_book/masking.py"\n'
+        '--8<-- "attention_book/masking.py:masked_softmax"\n```\n'
+    )
+    missing = unincluded_sections([page])
+    assert "attention_book/masking.py:causal_mask" in missing
+    assert "attention_book/masking.py:masked_softmax" not in missing
