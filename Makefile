@@ -32,7 +32,9 @@ serve: setup
 site: setup
 	$(BIN)/mkdocs build --strict
 
-test: setup chromium lint unit snippets build browser
+# The build comes before the snippets: on a cold machine it trains the book's experiments in
+# parallel worker processes (one chapter each), and the snippets then load them from the cache.
+test: setup chromium lint unit build snippets browser
 
 lint: setup
 	$(BIN)/ruff check .

@@ -20,6 +20,8 @@ import argparse
 import functools
 import gzip
 import http.server
+import multiprocessing
+import os
 import shutil
 import sys
 import threading
@@ -327,6 +329,46 @@ def check_site(
     return reports
 
 
+def _check_part(arguments: tuple) -> list[PageReport]:
+    site_dir, screenshots, pages, search, dark = arguments
+    return check_site(site_dir, screenshots, pages, search=search, dark=dark)
+
+
+def check_site_in_parallel(
+    site_dir: Path,
+    screenshots: Path | None = None,
+    pages: list[str] | None = None,
+    search: bool = True,
+    dark: bool = True,
+    jobs: int = 1,
+) -> list[PageReport]:
+    """`check_site` with the pages shared among `jobs` browsers in separate processes.
+
+    Each process serves the site and drives its own Chromium; the reports come back in the
+    order `check_site` would give them (all pages light, then dark, then phone).
+    """
+    pages = site_pages(site_dir) if pages is None else pages
+    jobs = max(1, min(jobs, len(pages)))
+    if jobs == 1:
+        return check_site(site_dir, screenshots, pages, search=search, dark=dark)
+    parts = [pages[k::jobs] for k in range(jobs)]
+    arguments = [
+        (site_dir, screenshots, part, search and k == 0, dark) for k, part in enumerate(parts)
+    ]
+    context = multiprocessing.get_context("spawn")
+    with context.Pool(jobs) as pool:
+        results = pool.map(_check_part, arguments)
+    order = {path: k for k, path in enumerate(pages)}
+    reports = [report for part in results for report in part]
+
+    def position(report: PageReport) -> tuple[int, int]:
+        path, _, mode = report.url.partition(" (")
+        modes = ["light)", "dark)", "phone)"]
+        return (modes.index(mode) if mode in modes else len(modes), order.get(path, len(order)))
+
+    return sorted(reports, key=position)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Command-line entry point; returns 1 when any page has a problem."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -337,6 +379,12 @@ def main(argv: list[str] | None = None) -> int:
         "--page",
         action="append",
         help="check only this page (docs/chapters/x.md or /chapters/x/); repeat for more",
+    )
+    parser.add_argument(
+        "--jobs",
+        type=int,
+        default=os.cpu_count() or 1,
+        help="browsers checking pages at once (default: one per core)",
     )
     args = parser.parse_args(argv)
     if not (args.site / "index.html").exists():
@@ -350,8 +398,13 @@ def main(argv: list[str] | None = None) -> int:
             print(f"not pages of {args.site}: {', '.join(absent)}")
             return 1
     # The search box is the site's, not a page's: it is checked with the whole site.
-    reports = check_site(
-        args.site, args.screenshots, pages, search=pages is None, dark=not args.no_dark
+    reports = check_site_in_parallel(
+        args.site,
+        args.screenshots,
+        pages,
+        search=pages is None,
+        dark=not args.no_dark,
+        jobs=args.jobs,
     )
     failed = [r for r in reports if r.problems]
     for report in reports:

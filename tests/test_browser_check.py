@@ -6,11 +6,12 @@ and run the real checker on them in headless Chromium.
 
 from __future__ import annotations
 
+import re
 import shutil
 from pathlib import Path
 
 import pytest
-from browser_check import check_site, main, page_url, site_pages
+from browser_check import check_site, check_site_in_parallel, main, page_url, site_pages
 
 pytestmark = pytest.mark.skipif(
     shutil.which("chromium") is None, reason="needs Debian's chromium (make chromium)"
@@ -184,3 +185,17 @@ def test_the_page_option_checks_only_that_page(tiny_site: Path, capsys):
     assert main([str(tiny_site), "--page", "docs/chapters/broken.md", "--no-dark"]) == 1
     assert main([str(tiny_site), "--page", "docs/chapters/absent.md"]) == 1
     assert "not pages of" in capsys.readouterr().out
+
+
+def test_two_browsers_give_the_reports_one_would(tiny_site: Path):
+    for name in ("one", "two", "three"):
+        write_page(tiny_site, f"chapters/{name}", f"<p>{name}</p>")
+    write_page(tiny_site, "chapters/two", '<img src="/missing.svg">')
+    serial = check_site(tiny_site, search=False, dark=False)
+    parallel = check_site_in_parallel(tiny_site, search=False, dark=False, jobs=2)
+
+    def summary(reports):  # the port differs between servers
+        return [(r.url, [re.sub(r":\d+/", ":PORT/", p) for p in r.problems]) for r in reports]
+
+    assert summary(parallel) == summary(serial)
+    assert any(r.problems for r in parallel)  # the broken page is reported
