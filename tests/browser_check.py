@@ -8,10 +8,11 @@ request or an HTTP error, an image that did not load (``naturalWidth == 0``), a 
 MathJax did not render (with MathJax's message), a code block that scrolls sideways at
 1280 px, and a chapter page that transfers more than 2 MB (served compressed, as GitHub Pages
 serves it; every page's weight is printed), or that prints with closed folds or its navigation;
-at 390 px wide (a phone) it fails a page that scrolls sideways. It saves a full-page screenshot
-of each page in light and dark mode and at 390 px.
-Then it types "attention" into the search box and expects results. It drives Debian's
-Chromium through Playwright (no browser download) and serves the site on a local port.
+at 390 px wide (a phone) it fails a page that scrolls sideways. In light and dark mode it runs
+axe-core and fails on any serious or critical accessibility violation. It saves a full-page
+screenshot of each page in light and dark mode and at 390 px. Then it types "attention" into
+the search box and expects results. It drives Debian's Chromium through Playwright (no browser
+download) and serves the site on a local port.
 """
 
 from __future__ import annotations
@@ -166,6 +167,25 @@ PRINT_STATE = """() => {
   return {closed, shown};
 }"""
 
+# axe-core (shipped inside the axe-playwright-python wheel, so nothing is downloaded): the
+# serious and critical violations of the WCAG rules it checks.
+AXE_RUN = """async () => {
+  const result = await axe.run(document, {resultTypes: ['violations']});
+  return result.violations
+    .filter(v => v.impact === 'serious' || v.impact === 'critical')
+    .map(v => ({id: v.id, impact: v.impact, count: v.nodes.length,
+                first: v.nodes[0].target.join(' ')}));
+}"""
+
+
+@functools.cache
+def axe_source() -> str:
+    """The axe-core script, from the installed axe-playwright-python package."""
+    from importlib.resources import files
+
+    return files("axe_playwright_python").joinpath("axe.min.js").read_text(encoding="utf-8")
+
+
 #: The phone pass: a page must read at this width without scrolling sideways.
 PHONE = {"width": 390, "height": 844}
 
@@ -211,6 +231,14 @@ def check_page(context, url: str, screenshot: Path | None, mode: str = "light") 
             if not formula["ok"]:
                 why = f" (MathJax: {formula['error']})" if formula["error"] else ""
                 report.problems.append(f"math not rendered: {formula['text']!r}{why}")
+        if mode != "phone":
+            page.evaluate(axe_source())
+            for violation in page.evaluate(AXE_RUN):
+                report.problems.append(
+                    "accessibility ({impact}): {id} on {count} element(s), first {first}".format(
+                        **violation
+                    )
+                )
         if mode == "phone":
             width = page.evaluate("() => document.documentElement.scrollWidth")
             if width > PHONE["width"] + 1:

@@ -39,13 +39,17 @@ def write_page(site: Path, path: str, body: str) -> None:
     page = site / path / "index.html"
     page.parent.mkdir(parents=True, exist_ok=True)
     head = f"<link rel='icon' href='data:,'>{FAKE_MATHJAX}"
-    page.write_text(f"<!doctype html><html><head>{head}</head><body>{body}</body></html>")
+    page.write_text(
+        f"<!doctype html><html lang='en'><head><title>A page</title>{head}</head>"
+        f"<body>{body}</body></html>"
+    )
 
 
 @pytest.fixture
 def tiny_site(tmp_path: Path) -> Path:
     (tmp_path / "pixel.png").write_bytes(PIXEL)
-    write_page(tmp_path, ".", '<img src="/pixel.png"><span class="arithmatex render">x</span>')
+    image = '<img src="/pixel.png" alt="a pixel">'
+    write_page(tmp_path, ".", f'{image}<span class="arithmatex render">x</span>')
     return tmp_path
 
 
@@ -131,6 +135,16 @@ def test_a_chapter_prints_with_its_folds_open(tiny_site: Path):
     write_page(tiny_site, "chapters/opens", fold + opener)
     assert any("folds stay closed" in p for p in problems_of(tiny_site, "/chapters/folded/"))
     assert problems_of(tiny_site, "/chapters/opens/") == []
+
+
+def test_an_accessibility_violation_fails(tiny_site: Path):
+    faint = "<p style='color: #bbb; background: #fff'>grey on white</p>"
+    write_page(tiny_site, "faint", f"<main>{faint}</main>")
+    found = problems_of(tiny_site, "/faint/")
+    assert any("accessibility (serious): color-contrast" in p for p in found), found
+    clear = "<p style='color: #222; background: #fff'>dark on white</p>"
+    write_page(tiny_site, "clear", f"<main>{clear}</main>")
+    assert not any("color-contrast" in p for p in problems_of(tiny_site, "/clear/"))
 
 
 def test_a_console_error_fails(tiny_site: Path):

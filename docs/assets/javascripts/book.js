@@ -12,3 +12,17 @@
     opened = [];
   });
 })();
+
+// Names for two widgets of Material that have a role but no accessible name: the search
+// dialog and the progress bar of instant navigation. Set now (this script runs at the end of
+// the page) and again whenever instant navigation swaps the page.
+const nameWidgets = () => {
+  const names = { ".md-search": "Search", ".md-progress": "Loading the page" };
+  for (const [selector, name] of Object.entries(names)) {
+    for (const element of document.querySelectorAll(selector)) {
+      if (!element.hasAttribute("aria-label")) element.setAttribute("aria-label", name);
+    }
+  }
+};
+nameWidgets();
+if (typeof document$ !== "undefined") document$.subscribe(nameWidgets);
