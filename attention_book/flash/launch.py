@@ -12,9 +12,10 @@ one TMA copy, on older GPUs Triton turns them into ordinary loads, and under the
 they run on the CPU. TMA needs a contiguous last dimension and 16-byte aligned strides; the
 rare input that has neither (a head dim of 20 in float16, a sliced tensor) is copied first.
 
-On a GPU, float32 inputs use fixed 64 x 32 tiles and 16-bit inputs let Triton's autotuner
-choose among the configurations of `TUNING_CONFIGS` for the GPU's generation and the head
-dim. Under the interpreter the tiles are 16 x 16 and nothing autotunes or asks a GPU driver
+On a GPU, 16-bit inputs let Triton's autotuner choose among the configurations of
+`TUNING_CONFIGS` for the GPU's generation and the head dim; float32 inputs use fixed 64 x 32
+tiles (exact float32 products, which the compile report's tuning for 16-bit inputs does not
+cover). Under the interpreter the tiles are 16 x 16 and nothing autotunes or asks a GPU driver
 anything.
 """
 
