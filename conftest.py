@@ -14,6 +14,10 @@ standard output, same comparison) and reports instead:
 - for an expected-output mismatch, a unified diff of the expected and the printed output, with
   page line numbers.
 
+Each Python block runs in a forked child of the test process (`run_standalone`), so that it
+starts from the state a fresh session has, as it does when a reader copies it alone: a block
+that silently needs what an earlier block of the page did fails here too.
+
 It replaces pytest-codeblocks' items by subclasses that change only how a Python block runs
 and reports; collection, marks and shell blocks are pytest-codeblocks' own.
 """
@@ -21,8 +25,11 @@ and reports; collection, marks and shell blocks are pytest-codeblocks' own.
 from __future__ import annotations
 
 import ast
+import contextlib
 import difflib
+import json
 import linecache
+import os
 import re
 import sys
 import traceback
@@ -134,6 +141,58 @@ def expected_output_line(page: Path, last_code_line: int) -> int:
     return last_code_line
 
 
+def run_code(code: str, filename: str, page: str, page_lines: list[int]) -> tuple[str | None, str]:
+    """Run a block's code with fresh globals; return (failure report or None, what it printed)."""
+    with stdout_io() as printed:
+        try:
+            exec(compile_block(code, filename), {"__MODULE__": "__main__"})
+        except Exception as error:
+            return failure_report(page, page_lines, filename, error), printed.getvalue()
+    return None, printed.getvalue()
+
+
+def run_standalone(
+    code: str, filename: str, page: str, page_lines: list[int]
+) -> tuple[str | None, str]:
+    """`run_code` in a forked child process: the block starts from a fresh interpreter's state.
+
+    A reader copies one block into a fresh Python session, so a block must not lean on what an
+    earlier block of the page did in this process (a seed set, an environment variable, a
+    module attribute, a cache filled). The child is a copy of this process as it was before
+    any block ran (the heavy imports already done, nothing computed), and it is thrown away
+    after the block. Where ``os.fork`` does not exist, the block runs in this process.
+    """
+    if not hasattr(os, "fork"):
+        return run_code(code, filename, page, page_lines)
+    reader, writer = os.pipe()
+    sys.stdout.flush()
+    pid = os.fork()
+    if pid == 0:  # the child: run the block, send back the result, leave without cleanup
+        os.close(reader)
+        try:
+            result = run_code(code, filename, page, page_lines)
+        except BaseException as error:  # SystemExit, KeyboardInterrupt: still report
+            result = (f"{type(error).__name__} at {page}: {error}", "")
+        with os.fdopen(writer, "w", encoding="utf-8") as channel:
+            json.dump(result, channel)
+        os._exit(0)
+    os.close(writer)
+    with os.fdopen(reader, encoding="utf-8") as channel:
+        received = channel.read()
+    _, status = os.waitpid(pid, 0)
+    if not received:
+        return f"the block's process died ({status_text(status)}) at {page}", ""
+    report, output = json.loads(received)
+    return report, output
+
+
+def status_text(status: int) -> str:
+    """How a child process ended, in words."""
+    if os.WIFSIGNALED(status):
+        return f"signal {os.WTERMSIG(status)}"
+    return f"exit status {os.WEXITSTATUS(status)}"
+
+
 if TestBlock is not None:
 
     class BookBlock(TestBlock):
@@ -156,16 +215,11 @@ if TestBlock is not None:
                 block.code.splitlines(keepends=True),
                 filename,
             )
-            with stdout_io() as printed:
-                try:
-                    exec(compile_block(block.code, filename), {"__MODULE__": "__main__"})
-                except Exception as error:
-                    report = failure_report(str(shown), page_lines, filename, error)
-                    output = printed.getvalue()
-                    if output:
-                        report += "\nprinted before the failure:\n" + output.rstrip("\n")
-                    raise CodeBlockError(report) from None
-            output = printed.getvalue()
+            report, output = run_standalone(block.code, filename, str(shown), page_lines)
+            if report is not None:
+                if output:
+                    report += "\nprinted before the failure:\n" + output.rstrip("\n")
+                raise CodeBlockError(report)
             expected = block.expected_output
             if expected is None:
                 return None
@@ -198,6 +252,13 @@ if TestBlock is not None:
                 for mark in item.obj.marks:  # as pytest-codeblocks adds them
                     block.add_marker(eval(mark, {"sys": sys, "pytest": pytest}))
                 yield block
+
+    def pytest_configure(config):
+        """With --codeblocks, import what every block imports once, before any block forks."""
+        if getattr(config.option, "codeblocks", False):
+            for name in ("numpy", "torch", "matplotlib.pyplot", "attention_book"):
+                with contextlib.suppress(ImportError):  # its blocks will say what is missing
+                    __import__(name)
 
     @pytest.hookimpl(wrapper=True)
     def pytest_collect_file(file_path, parent):

@@ -126,3 +126,25 @@ one
 def test_passing_and_skipped_blocks_still_pass(tmp_path, page):
     report = run_page(tmp_path, page)
     assert " failed" not in report and ("1 passed" in report or "1 skipped" in report)
+
+
+def test_each_block_starts_from_a_fresh_session(tmp_path):
+    # A reader copies one block into a fresh Python session: a block that needs what an
+    # earlier block of the page set (here an environment variable) fails, as it would there.
+    page = """# A page
+
+```python
+import os
+
+os.environ["BOOK_TEST_SETTING"] = "set by the first block"
+```
+
+```python
+import os
+
+print(os.environ["BOOK_TEST_SETTING"])
+```
+"""
+    report = run_page(tmp_path, page)
+    assert "KeyError at page.md:12" in report
+    assert "1 failed, 1 passed" in report
