@@ -3,13 +3,14 @@
 Usage: ``python tests/browser_check.py site --screenshots screenshots``; add
 ``--page docs/chapters/x.md`` (several times if needed) to check only those pages.
 
-For every page of the site it fails on a console error, an uncaught exception, a failed
-request or an HTTP error, an image that did not load (``naturalWidth == 0``), a formula that
-MathJax did not render (with MathJax's message), a code block that scrolls sideways at
-1280 px, and a chapter page that transfers more than 2 MB (served compressed, as GitHub Pages
-serves it; every page's weight is printed), or that prints with closed folds or its navigation;
-at 390 px wide (a phone) it fails a page that scrolls sideways. In light and dark mode it runs
-axe-core and fails on any serious or critical accessibility violation. It saves a full-page
+For every page of the site it fails on a console error, an uncaught exception, a failed request
+or an HTTP error, an image that did not load (``naturalWidth == 0``), a formula that MathJax
+did not render (with MathJax's message), a code block that scrolls sideways at 1280 px, and a
+chapter page that transfers more than 2 MB (served compressed, as GitHub Pages serves it; every
+page's weight is printed), or that prints with closed folds or its navigation; at 390 px wide
+(a phone) it fails a page that scrolls sideways. In light and dark mode it runs axe-core and
+fails on any serious or critical accessibility violation, and it moves the slider of every
+figure the reader steps through and fails if the figure does not change. It saves a full-page
 screenshot of each page in light and dark mode and at 390 px. Then it types "attention" into
 the search box and expects results. It drives Debian's Chromium through Playwright (no browser
 download) and serves the site on a local port.
@@ -186,6 +187,31 @@ def axe_source() -> str:
     return files("axe_playwright_python").joinpath("axe.min.js").read_text(encoding="utf-8")
 
 
+# Every figure the reader steps through: move its slider to another frame, wait for the image,
+# and report whether the image changed, loaded, and the label followed; then move it back.
+MOVE_SLIDERS = """async () => {
+  const results = [];
+  for (const player of document.querySelectorAll('.book-frames')) {
+    const slider = player.querySelector('input[type=range]');
+    const image = [...player.querySelectorAll('img')].find(i => i.getClientRects().length > 0);
+    const label = player.querySelector('output');
+    const start = slider.value, before = image.src, beforeLabel = label.textContent;
+    slider.value = start === slider.max ? slider.min : slider.max;
+    const loaded = new Promise(done => { image.onload = done; image.onerror = done; });
+    slider.dispatchEvent(new Event('input', {bubbles: true}));
+    await Promise.race([loaded, new Promise(done => setTimeout(done, 10000))]);
+    results.push({
+      figure: player.dataset.base,
+      changed: image.src !== before,
+      loaded: image.complete && image.naturalWidth > 0,
+      relabelled: label.textContent !== beforeLabel,
+    });
+    slider.value = start;
+    slider.dispatchEvent(new Event('input', {bubbles: true}));
+  }
+  return results;
+}"""
+
 #: The phone pass: a page must read at this width without scrolling sideways.
 PHONE = {"width": 390, "height": 844}
 
@@ -232,6 +258,11 @@ def check_page(context, url: str, screenshot: Path | None, mode: str = "light") 
                 why = f" (MathJax: {formula['error']})" if formula["error"] else ""
                 report.problems.append(f"math not rendered: {formula['text']!r}{why}")
         if mode != "phone":
+            for slider in page.evaluate(MOVE_SLIDERS):
+                if not (slider["changed"] and slider["loaded"] and slider["relabelled"]):
+                    report.problems.append(
+                        f"the slider of {slider['figure']} did not work: {slider}"
+                    )
             page.evaluate(axe_source())
             for violation in page.evaluate(AXE_RUN):
                 report.problems.append(

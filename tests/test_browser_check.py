@@ -147,6 +147,29 @@ def test_an_accessibility_violation_fails(tiny_site: Path):
     assert not any("color-contrast" in p for p in problems_of(tiny_site, "/clear/"))
 
 
+PLAYER = """<figure class="book-frames" data-base="/f">
+<img src="/f.frame-0.svg#only-light" alt="frame"><figcaption>
+<label>width <input type="range" min="0" max="1" value="0" data-labels='["a", "b"]'
+aria-label="width"></label> <output>a</output></figcaption></figure>"""
+
+SWAP = """<script>document.addEventListener('input', e => {
+  const p = e.target.closest('.book-frames');
+  p.querySelector('img').src = `/f.frame-${e.target.value}.svg#only-light`;
+  p.querySelector('output').textContent = JSON.parse(e.target.dataset.labels)[e.target.value];
+});</script>"""
+
+
+def test_a_slider_that_changes_nothing_fails(tiny_site: Path):
+    for frame in (0, 1):
+        (tiny_site / f"f.frame-{frame}.svg").write_text(
+            f"<svg xmlns='http://www.w3.org/2000/svg' width='{10 + frame}' height='10'/>"
+        )
+    write_page(tiny_site, "works", PLAYER + SWAP)
+    assert problems_of(tiny_site, "/works/") == []
+    write_page(tiny_site, "stuck", PLAYER)  # no script: the slider moves, the figure does not
+    assert any("did not work" in p for p in problems_of(tiny_site, "/stuck/"))
+
+
 def test_a_console_error_fails(tiny_site: Path):
     write_page(tiny_site, "console", "<script>console.error('boom')</script>")
     found = problems_of(tiny_site, "/console/")

@@ -62,3 +62,43 @@ def test_pages_show_the_variant_of_their_colour_scheme():
         "Text ![A plot of x.](../figures/some_plot.svg#only-light)"
         "![A plot of x.](../figures/some_plot.dark.svg#only-dark) more."
     )
+
+
+def test_frames_need_one_label_per_figure_and_a_start_among_them():
+    from attention_book.figures import Frames
+
+    figures = [new_figure(), new_figure()]
+    assert Frames("width", ["a", "b"], figures, start=1).start == 1
+    for labels, start in ((["a"], 0), (["a", "b"], 2)):
+        try:
+            Frames("width", labels, figures, start=start)
+        except ValueError as error:
+            assert "label" in str(error) or "start" in str(error)
+        else:
+            raise AssertionError(f"Frames accepted labels={labels}, start={start}")
+
+
+def test_a_frames_figure_is_written_frame_by_frame(tmp_path):
+    import json
+
+    assert render(["nw_bandwidth_explorer", "--out-dir", str(tmp_path)]) == 0
+    about = json.loads((tmp_path / "nw_bandwidth_explorer.frames.json").read_text())
+    count = len(about["labels"])
+    assert about["control"] == "kernel width" and count >= 5
+    for number in range(count):
+        assert (tmp_path / f"nw_bandwidth_explorer.frame-{number}.svg").exists()
+        assert (tmp_path / f"nw_bandwidth_explorer.frame-{number}.dark.svg").exists()
+    start = (tmp_path / f"nw_bandwidth_explorer.frame-{about['start']}.svg").read_text()
+    assert (tmp_path / "nw_bandwidth_explorer.svg").read_text() == start  # notebooks, print
+
+
+def test_a_frames_figure_becomes_a_slider_on_the_page(monkeypatch):
+    sys.path.insert(0, str(ROOT / "docs" / "hooks"))
+    spec = importlib.util.spec_from_file_location("book_hook", ROOT / "docs/hooks/book.py")
+    book = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(book)
+    monkeypatch.setitem(book._frames, "walk", {"control": "step", "labels": ["a", "b"], "start": 1})
+    page = book.light_and_dark_figures("![A walk.](../figures/walk.svg)", "chapters/x/")
+    assert 'data-base="../../figures/walk"' in page  # from the built page to the site's root
+    assert 'src="../../figures/walk.frame-1.svg#only-light"' in page
+    assert 'type="range" min="0" max="1" value="1"' in page and "<output>b</output>" in page

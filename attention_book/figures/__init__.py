@@ -8,13 +8,15 @@ adding it to its module's ``FIGURES``; adding a chapter module is adding its nam
 `CHAPTERS`. Names are unique across the modules.
 
 A figure function returns a matplotlib `Figure`, which the site build saves as
-``figures/<name>.svg``, or a Markdown string (a table, a sentence with measured numbers),
-which the build inserts where a page writes ``{{ build:<name> }}``. It takes no argument,
-except the figures that show results committed by the scripts in ``benchmarks/``: those take
-one argument, ``results_dir``, the directory of those results. The caller passes it:
-``draw(name, results_dir=...)`` or ``python -m attention_book.figures NAME --out-dir DIR
---results-dir RESULTS``; the site's hook passes the repository's ``benchmarks/results``. The
-package never looks for that directory itself, so it works the same from an installed wheel.
+``figures/<name>.svg``, a `Frames` (one drawing per value of a control, which the page shows
+with a slider, offline, by swapping precomputed SVGs), or a Markdown string (a table, a
+sentence with measured numbers), which the build inserts where a page writes ``{{ build:<name>
+}}``. It takes no argument, except the figures that show results committed by the scripts in
+``benchmarks/``: those take one argument, ``results_dir``, the directory of those results. The
+caller passes it: ``draw(name, results_dir=...)`` or ``python -m attention_book.figures NAME
+--out-dir DIR --results-dir RESULTS``; the site's hook passes the repository's
+``benchmarks/results``. The package never looks for that directory itself, so it works the same
+from an installed wheel.
 
 Computations that are not drawing (training runs, measurements) live in
 `attention_book.experiments`; the figure modules import them.
@@ -25,12 +27,14 @@ from __future__ import annotations
 import importlib
 import inspect
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 from matplotlib.figure import Figure
 
 __all__ = [
     "CHAPTERS",
+    "Frames",
     "dark_color",
     "draw",
     "figure_functions",
@@ -54,6 +58,39 @@ CHAPTERS = (
     "flash",
     "optimizations",
 )
+
+
+@dataclass
+class Frames:
+    """A figure the reader explores: one drawing per value of a control (a slider on the page).
+
+    The build saves every frame as an SVG (and its dark variant); the page shows frame
+    `start` with a slider over `labels`, and a few lines of JavaScript swap the image, so it
+    works offline and without a Python kernel. Where the page cannot move (a notebook, a
+    printout), the start frame is the figure.
+
+    Attributes:
+        control: What the slider changes, e.g. "kernel width σ".
+        labels: One label per frame, shown beside the slider.
+        figures: One drawn figure per frame, all of the same size.
+        start: The frame shown first.
+    """
+
+    control: str
+    labels: list[str]
+    figures: list[Figure]
+    start: int = 0
+
+    def __post_init__(self) -> None:
+        if not self.figures or len(self.labels) != len(self.figures):
+            raise ValueError(
+                f"Frames needs one label per figure, got {len(self.labels)} labels and "
+                f"{len(self.figures)} figures"
+            )
+        if not 0 <= self.start < len(self.figures):
+            raise ValueError(
+                f"start must index a frame (0..{len(self.figures) - 1}), got {self.start}"
+            )
 
 
 def figure_functions() -> dict[str, Callable[..., Figure | str]]:
@@ -113,7 +150,7 @@ def needs_results(function: Callable[..., Figure | str]) -> bool:
     return "results_dir" in inspect.signature(function).parameters
 
 
-def draw(name: str, results_dir: str | Path | None = None) -> Figure | str:
+def draw(name: str, results_dir: str | Path | None = None) -> Figure | Frames | str:
     """Call the figure function called `name`, with the results directory if it needs one.
 
     Args:
@@ -122,12 +159,12 @@ def draw(name: str, results_dir: str | Path | None = None) -> Figure | str:
             only by figures that show them, ignored by the others.
 
     Returns:
-        The matplotlib figure, or the Markdown string.
+        The matplotlib figure, the frames, or the Markdown string.
 
     Raises:
         ValueError: If `name` is not a figure, or the figure needs `results_dir` and got none
             or a path that is not a directory.
-        TypeError: If the function returns something else than a Figure or a string.
+        TypeError: If the function returns something else than a Figure, Frames or a string.
     """
     function = find_figure(name)
     if not needs_results(function):
@@ -141,10 +178,10 @@ def draw(name: str, results_dir: str | Path | None = None) -> Figure | str:
         raise ValueError(f"results_dir must be a directory, got {str(results_dir)!r}")
     else:
         result = function(Path(results_dir))
-    if not isinstance(result, Figure | str):
+    if not isinstance(result, Figure | Frames | str):
         raise TypeError(
             f"figure function {name!r} returned {type(result).__name__}; "
-            "it must return a matplotlib Figure or a Markdown string"
+            "it must return a matplotlib Figure, Frames or a Markdown string"
         )
     return result
 

@@ -2,10 +2,13 @@
 
 Each figure's result is written to ``DIR/NAME.svg`` and ``DIR/NAME.dark.svg`` (a matplotlib
 figure, drawn for a light page and recoloured for a dark one by `recolor_for_dark`) or to
-``DIR/NAME.md`` (a Markdown fragment). Figures that show committed benchmark results need
-``--results-dir RESULTS`` (the site build passes ``benchmarks/results``). The site build runs
-this in fresh interpreters, one per chapter module when several chapters have figures to draw,
-so that an edited package is always the one that draws and the cores are all used.
+``DIR/NAME.md`` (a Markdown fragment). A `Frames` result is written as ``NAME.frame-K.svg`` and
+``NAME.frame-K.dark.svg`` for every frame K, ``NAME.svg`` and ``NAME.dark.svg`` for the start
+frame, and ``NAME.frames.json`` (the control's name, the labels, the start frame). Figures that
+show committed benchmark results need ``--results-dir RESULTS`` (the site build passes
+``benchmarks/results``). The site build runs this in fresh interpreters, one per chapter module
+when several chapters have figures to draw, so that an edited package is always the one that
+draws and the cores are all used.
 
 ``--threads N`` sets PyTorch's number of threads before anything is drawn (the site build
 divides the cores between its workers). ``--list`` prints every figure's name, the module that
@@ -17,6 +20,7 @@ line, and draws nothing: the preview of one figure is
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import time
 from pathlib import Path
@@ -52,6 +56,7 @@ def main(argv: list[str] | None = None) -> int:
     from matplotlib.figure import Figure
 
     from attention_book.figures import (
+        Frames,
         draw,
         figure_functions,
         needs_results,
@@ -74,7 +79,17 @@ def main(argv: list[str] | None = None) -> int:
     for name in args.names:
         start = time.perf_counter()
         result = draw(name, args.results_dir)
-        if isinstance(result, Figure):
+        if isinstance(result, Frames):
+            for number, figure in enumerate(result.figures):
+                save_svg(figure, args.out_dir / f"{name}.frame-{number}.svg")
+                if number == result.start:
+                    save_svg(figure, args.out_dir / f"{name}.svg")
+                save_svg(recolor_for_dark(figure), args.out_dir / f"{name}.frame-{number}.dark.svg")
+                if number == result.start:
+                    save_svg(figure, args.out_dir / f"{name}.dark.svg")
+            about = {"control": result.control, "labels": result.labels, "start": result.start}
+            (args.out_dir / f"{name}.frames.json").write_text(json.dumps(about), encoding="utf-8")
+        elif isinstance(result, Figure):
             save_svg(result, args.out_dir / f"{name}.svg")
             save_svg(recolor_for_dark(result), args.out_dir / f"{name}.dark.svg")
         else:

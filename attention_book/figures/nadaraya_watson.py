@@ -21,12 +21,14 @@ from attention_book.experiments.nadaraya_watson import (
     nw_training_noise,
     nw_without_leave_one_out,
 )
+from attention_book.figures import Frames
 from attention_book.nadaraya_watson import KERNELS, attention_pooling, average_pooling
 from attention_book.plotting import BOOK_STYLE, new_figure, plot_lines, show_heatmaps
 
 __all__ = [
     "FIGURES",
     "nw_average_pooling",
+    "nw_bandwidth_explorer",
     "nw_bandwidth_sweep",
     "nw_exercise_without_leave_one_out",
     "nw_gaussian_heatmap",
@@ -88,6 +90,38 @@ def nw_gaussian_heatmap() -> Figure:
         ylabel="Test inputs (queries)",
         figsize=(3.6, 3.4),
     )
+
+
+#: The bandwidths the explorer steps through; it starts at sigma = 1, the figures above.
+EXPLORER_BANDWIDTHS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 4.0)
+
+
+def nw_bandwidth_explorer() -> Frames:
+    """The Gaussian fit and its attention weights, one frame per bandwidth (a slider)."""
+    data = nw_data()
+    figures = []
+    for sigma in EXPLORER_BANDWIDTHS:
+        predictions, weights = attention_pooling(
+            data.x_test, data.x_train, data.y_train, "gaussian", sigma
+        )
+        error = float(((predictions - data.y_test) ** 2).mean())
+        fig = new_figure((8.4, 3.3))
+        with plt.rc_context(BOOK_STYLE):
+            fit, heat = fig.subplots(1, 2, gridspec_kw={"width_ratios": [1.35, 1]})
+            _fit_axes(fit, f"σ = {sigma:g}: test error {error:.3f}")
+            fit.plot(data.x_test, predictions, "--", color="#1f77b4", label="attention pooling")
+            fit.set_ylim(-1.5, 5.5)
+            fit.legend(loc="upper right", fontsize=8)
+            largest = float(weights.max())
+            heat.imshow(weights.numpy(), cmap="Reds", vmin=0, vmax=largest, aspect="auto")
+            heat.set_title(f"weights (darkest = {largest:.2f})")
+            heat.set_xlabel("sorted training inputs (keys)")
+            heat.set_ylabel("test inputs (queries)")
+            heat.grid(False)
+            fig.tight_layout()
+        figures.append(fig)
+    labels = [f"σ = {sigma:g}" for sigma in EXPLORER_BANDWIDTHS]
+    return Frames("kernel width", labels, figures, start=EXPLORER_BANDWIDTHS.index(1.0))
 
 
 def nw_kernel_comparison() -> Figure:
@@ -224,6 +258,7 @@ FIGURES = (
     nw_gaussian_heatmap,
     nw_kernel_comparison,
     nw_bandwidth_sweep,
+    nw_bandwidth_explorer,
     nw_training_curve,
     nw_parametric_fit,
     nw_heatmaps_compared,

@@ -38,6 +38,7 @@ from attention_book.experiments.transformer import (
     transformer_timings,
     transformer_trained_model,
 )
+from attention_book.figures import Frames
 from attention_book.plotting import BOOK_STYLE, new_figure, show_heatmaps
 from attention_book.training.schedules import warmup_inverse_sqrt
 
@@ -45,6 +46,7 @@ __all__ = [
     "FIGURES",
     "transformer_alignment_comparison",
     "transformer_architecture",
+    "transformer_attention_explorer",
     "transformer_bleu_by_length",
     "transformer_cross_attention",
     "transformer_decoder_self_attention",
@@ -438,6 +440,37 @@ def transformer_cross_attention() -> Figure:
     return _layer_head_grid(maps["cross"], maps["source"], maps["outputs"], "source", "generated")
 
 
+def transformer_attention_explorer() -> Frames:
+    """One heatmap per attention, block and head of the trained Transformer (a picker)."""
+    maps = _attention_maps()
+    kinds = (
+        ("encoder self-attention", "encoder", maps["source"], maps["source"], "keys", "queries"),
+        ("masked decoder self-attention", "decoder_self", maps["inputs"], maps["inputs"],
+         "keys", "queries"),
+        ("encoder-decoder attention", "cross", maps["source"], maps["outputs"], "source",
+         "generated"),
+    )  # fmt: skip
+    size = 0.16 * max(len(maps["source"]), len(maps["outputs"])) + 1.6
+    labels, figures = [], []
+    for title, key, xlabels, ylabels, xlabel, ylabel in kinds:
+        num_blks, num_heads = maps[key].shape[:2]
+        for block in range(num_blks):
+            for head in range(num_heads):
+                label = f"{title}, block {block + 1}, head {head + 1}"
+                with plt.rc_context({**BOOK_STYLE, "axes.grid": False}):
+                    fig = Figure(figsize=(size + 0.8, size))
+                    ax = fig.add_subplot()
+                    ax.imshow(maps[key][block, head].float().numpy(), cmap="Reds", vmin=0, vmax=1)
+                    ax.set_xticks(range(len(xlabels)), xlabels, rotation=90, fontsize=7)
+                    ax.set_yticks(range(len(ylabels)), ylabels, fontsize=7)
+                    ax.set(title=label, xlabel=xlabel, ylabel=ylabel)
+                    ax.title.set_fontsize(9)
+                    fig.tight_layout()
+                labels.append(label)
+                figures.append(fig)
+    return Frames("attention, block and head", labels, figures, start=len(figures) - 1)
+
+
 def transformer_alignment_comparison() -> Figure:
     """Bahdanau's alignment beside the Transformer's last-block cross-attention (head mean)."""
     maps = _attention_maps()
@@ -548,6 +581,7 @@ FIGURES = (
     transformer_encoder_attention,
     transformer_decoder_self_attention,
     transformer_cross_attention,
+    transformer_attention_explorer,
     transformer_alignment_comparison,
     transformer_kv_cache,
     transformer_kv_cache_findings,

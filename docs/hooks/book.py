@@ -24,6 +24,7 @@ What it does, in build order:
 from __future__ import annotations
 
 import hashlib
+import html
 import json
 import logging
 import multiprocessing
@@ -59,6 +60,7 @@ CHAPTERS = "chapters/"
 FIGURE_LIBRARIES = ("matplotlib", "torch", "numpy", "babel", "num2words", "sacrebleu")
 
 _fragments: dict[str, str] = {}
+_frames: dict[str, dict] = {}  # figures drawn as Frames: their control, labels and start frame
 
 
 # ---------------------------------------------------------------------------------------------
@@ -189,6 +191,7 @@ def add_figures(files: Files, config) -> None:
     `figure_key`: editing a module draws again only the figures that import it.
     """
     figures, fragments = referenced_names(files)
+    _frames.clear()
     index = figure_index()
     unknown = sorted((set(figures) | set(fragments)) - set(index))
     if unknown:
@@ -220,11 +223,17 @@ def add_figures(files: Files, config) -> None:
                 f"{', '.join(figures[name])}: figure {name!r} returned Markdown, but the page "
                 f"shows it as an SVG; insert it with {{{{ build:{name} }}}}"
             )
-        files.append(File.generated(config, f"figures/{name}.svg", abs_src_path=str(path)))
-        dark = out_dir / f"{paths[name].name}.dark.svg"
-        if dark.exists():
-            uri = f"figures/{name}.dark.svg"
-            files.append(File.generated(config, uri, abs_src_path=str(dark)))
+        stem = paths[name].name
+        drawn = [".svg", ".dark.svg"]
+        about = out_dir / f"{stem}.frames.json"
+        if about.exists():  # a figure the reader steps through: every frame goes to the site
+            _frames[name] = json.loads(about.read_text(encoding="utf-8"))
+            for number in range(len(_frames[name]["labels"])):
+                drawn += [f".frame-{number}.svg", f".frame-{number}.dark.svg"]
+        for suffix in drawn:
+            if (out_dir / f"{stem}{suffix}").exists():
+                source = str(out_dir / f"{stem}{suffix}")
+                files.append(File.generated(config, f"figures/{name}{suffix}", abs_src_path=source))
     _fragments.clear()
     for name in sorted(fragments):
         path = paths[name].with_suffix(".md")
@@ -443,15 +452,46 @@ def insert_fragments(markdown: str, page: str) -> str:
 FIGURE_IMAGE = re.compile(r"!\[(?P<alt>[^\]]*)\]\((?P<dir>(?:\.\./)*)figures/(?P<name>\w+)\.svg\)")
 
 
-def light_and_dark_figures(markdown: str) -> str:
+def light_and_dark_figures(markdown: str, page_url: str = "") -> str:
     """Show each figure drawn for the page's colour scheme (Material's ``#only-light`` and
-    ``#only-dark`` images), with the same alt text."""
+    ``#only-dark`` images), with the same alt text; a `Frames` figure with its slider.
+
+    `page_url` is the built page's URL (``chapters/x/``), for the slider's raw HTML."""
 
     def both(match: re.Match) -> str:
         alt, base = match["alt"], f"{match['dir']}figures/{match['name']}"
+        if match["name"] in _frames:
+            up = "../" * len([part for part in page_url.split("/") if part])
+            return frames_player(match["name"], alt, up)
         return f"![{alt}]({base}.svg#only-light)![{alt}]({base}.dark.svg#only-dark)"
 
     return FIGURE_IMAGE.sub(both, markdown)
+
+
+def frames_player(name: str, alt: str, up: str) -> str:
+    """The HTML of a figure the reader steps through: its start frame and a slider.
+
+    ``docs/assets/javascripts/book.js`` swaps the image when the slider moves; the frames are
+    SVGs of the site, so it works offline. Without JavaScript the start frame stays. `up` leads
+    from the built page to the site's root (raw HTML is not rewritten by mkdocs, as Markdown
+    links are).
+    """
+    about = _frames[name]
+    labels, start = about["labels"], about["start"]
+    base = f"{up}figures/{name}"
+    control = html.escape(about["control"])
+    label_data = html.escape(json.dumps(labels), quote=True)
+    text = html.escape(alt)
+    images = "".join(
+        f'<img class="no-lightbox" src="{base}.frame-{start}{variant}" alt="{text}">'
+        for variant in (".svg#only-light", ".dark.svg#only-dark")
+    )
+    return (
+        f'<figure class="book-frames" data-base="{base}">{images}<figcaption>'
+        f'<label>{control} <input type="range" min="0" max="{len(labels) - 1}" '
+        f'value="{start}" data-labels="{label_data}" aria-label="{control}"></label> '
+        f"<output>{html.escape(labels[start])}</output></figcaption></figure>"
+    )
 
 
 def on_page_markdown(markdown: str, page, config, files: Files) -> str:
@@ -459,7 +499,7 @@ def on_page_markdown(markdown: str, page, config, files: Files) -> str:
     markdown = expand_listings(markdown, f"docs/{page.file.src_uri}")
 
     markdown = insert_fragments(markdown, f"docs/{page.file.src_uri}")
-    markdown = light_and_dark_figures(markdown)
+    markdown = light_and_dark_figures(markdown, page.url)
     if page.file.src_uri.startswith(CHAPTERS):
         name = Path(notebook_uri(page.file)).name
         link = (

@@ -26,3 +26,18 @@ const nameWidgets = () => {
 };
 nameWidgets();
 if (typeof document$ !== "undefined") document$.subscribe(nameWidgets);
+
+// Figures the reader steps through (attention_book.figures.Frames): the slider swaps the
+// light and the dark image to the chosen frame, and shows its label. The frames are SVGs of
+// the site itself, so this works offline.
+document.addEventListener("input", (event) => {
+  const slider = event.target;
+  const player = slider.closest && slider.closest(".book-frames");
+  if (!player) return;
+  const frame = Number(slider.value);
+  const base = player.dataset.base;
+  const [light, dark] = player.querySelectorAll("img");
+  light.src = `${base}.frame-${frame}.svg#only-light`;
+  dark.src = `${base}.frame-${frame}.dark.svg#only-dark`;
+  player.querySelector("output").textContent = JSON.parse(slider.dataset.labels)[frame];
+});
