@@ -17,7 +17,10 @@ backward (five matmuls instead of two). TFLOP/s = FLOPs / time.
 
 The results, with the GPU's name, driver, library versions and the date, are written to
 ``benchmarks/results/flash_gpu.json`` after every configuration, so a run cut short still
-leaves its data. The chapter draws its GPU figure from that file.
+leaves its data. For the book's kernel each row also records the tiles the autotuner chose
+(BLOCK_M, BLOCK_N, num_warps, num_stages of the forward, dK/dV and dQ kernels), which the
+chapter puts beside what ``benchmarks/flash_compile.py`` reports for the same configurations.
+The chapter draws its GPU figure from that file.
 
 Usage::
 
@@ -145,6 +148,8 @@ def bench_one(provider, batch, num_heads, seq_len, head_dim, dtype, causal, args
         torch.cuda.empty_cache()
         first_line = str(error).strip().splitlines()[0] if str(error).strip() else repr(error)
         return {"error": f"{type(error).__name__}: {first_line[:300]}"}
+    if provider == "triton":
+        result["tuned"] = chosen_tiles()
     flops = {m: attention_flops(batch, num_heads, seq_len, head_dim, causal, m) for m in
              ("fwd", "bwd", "fwd_bwd")}  # fmt: skip
     bwd_ms = fwd_bwd_ms - fwd_ms
@@ -157,6 +162,20 @@ def bench_one(provider, batch, num_heads, seq_len, head_dim, dtype, causal, args
         bwd_tflops=flops["bwd"] / bwd_ms / 1e9 if bwd_ms > 0 else None,
     )
     return result
+
+
+def chosen_tiles():
+    """The configuration the autotuner chose last for each tuned kernel of the book's Triton
+    backend: ``{"fwd": [BLOCK_M, BLOCK_N, num_warps, num_stages], ...}``."""
+    from attention_book.flash import launch
+
+    tiles = {}
+    for name, kernel in (launch.AUTOTUNED._asdict() if launch.AUTOTUNED else {}).items():
+        config = getattr(kernel, "best_config", None)
+        if config is not None:
+            blocks = [config.kwargs.get("BLOCK_M"), config.kwargs.get("BLOCK_N")]
+            tiles[name] = [*blocks, config.num_warps, config.num_stages]
+    return tiles
 
 
 def environment():

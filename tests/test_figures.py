@@ -104,3 +104,37 @@ def test_build_sentences_match_the_experiments_they_word():
     assert f"{NUM_TRIALS:,} queries" in scoring_sample_sizes()
     assert f"{NUM_TRIALS * NUM_KEYS:,} query-key pairs" in scoring_sample_sizes()
     assert "levels off at 128 FLOP per byte" in flash_roofline_verdict()
+
+
+COMPILE_FIGURES = [
+    "flash_compile_summary",
+    "flash_compile_mix",
+    "flash_compile_excerpt",
+    "flash_compile_changes",
+    "flash_compile_before_after",
+    "flash_compile_table",
+]
+
+
+@pytest.mark.parametrize("name", COMPILE_FIGURES)
+def test_compile_report_fragments_without_a_report_are_one_line(tmp_path, name):
+    text = draw(name, tmp_path)
+    assert "No compile report yet" in text and "\n" not in text.strip()
+
+
+def test_compile_report_fragments_read_the_committed_report():
+    from pathlib import Path
+
+    results = Path(__file__).resolve().parents[1] / "benchmarks" / "results"
+    summary = draw("flash_compile_summary", results)
+    assert "| sm_90 | forward |" in summary and "| sm_80 | dQ |" in summary
+    mix = draw("flash_compile_mix", results)
+    assert mix.count("data:image/svg+xml;base64,") == 2  # drawn for light and for dark pages
+    assert "#only-light)" in mix and "#only-dark)" in mix
+    excerpt = draw("flash_compile_excerpt", results)
+    assert excerpt.count("```text") == 3 and excerpt.count("MUFU.EX2") == 3
+    changes = draw("flash_compile_changes", results)
+    assert changes.count("\n- ") == 5 and "FMULs" in changes and "not compiled" not in changes
+    table = draw("flash_compile_before_after", results)
+    assert table.count("\n|") >= 12 and "| – | – | – |" not in table
+    assert draw("flash_compile_table", results).startswith('??? info "Every listed')

@@ -338,7 +338,7 @@ def load_report(results_dir: str | os.PathLike) -> dict | None:
     return json.loads(path.read_text(encoding="utf-8")) if path.exists() else None
 
 
-def select(report: dict, **fields) -> list[dict]:
+def select(report: dict, **fields: object) -> list[dict]:
     """The compilations of a report whose fields equal the given ones.
 
     Args:
