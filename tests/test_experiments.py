@@ -15,7 +15,11 @@ from attention_book.experiments.bahdanau import (
     bahdanau_make_models,
     token_bleu,
 )
-from attention_book.experiments.flash import GPUS, flash_attention_intensity
+from attention_book.experiments.flash import (
+    GPUS,
+    flash_attention_intensity,
+    flash_tiling_steps,
+)
 from attention_book.experiments.scoring import DIMS, scoring_scaling_measurements
 from attention_book.seq2seq import num_parameters
 from attention_book.training import bleu, package_source_hash
@@ -105,3 +109,27 @@ def test_gpu_ridge_points_lie_between_the_two_intensities():
         intensity = flash_attention_intensity(4096, 128)
         assert intensity["naive"] < ridge < intensity["flash"]
         assert math.isfinite(ridge)
+
+
+def test_tiling_steps_hold_exact_attention_over_the_keys_seen_at_every_step():
+    example = flash_tiling_steps(block_m=3, block_n=5, num_key_blocks=4, head_dim=6, seed=1)
+    steps = example["steps"]
+    assert len(steps) == 4
+    # the last step is the package's tiled forward pass, and exact attention
+    torch.testing.assert_close(example["output"], example["tiled"], rtol=0, atol=1e-12)
+    assert all(step["error_seen"] < 1e-12 for step in steps)
+    assert steps[0]["error_all"] > 1e-3 and steps[-1]["error_all"] < 1e-12
+    for j, step in enumerate(steps):
+        loaded = step["weights"][:, : 5 * (j + 1)]
+        assert not loaded.isnan().any() and step["weights"][:, 5 * (j + 1) :].isnan().all()
+        # relative to the current maximum: the largest weight of each row is exactly 1
+        torch.testing.assert_close(loaded.max(dim=-1).values, torch.ones(3, dtype=torch.float64))
+        if j:  # rescaled exactly where the maximum grew, by exp(m_old - m_new)
+            before = steps[j - 1]["m"]
+            torch.testing.assert_close(step["rescale"], torch.exp(before - step["m"]))
+            assert torch.equal(step["rescale"] < 1, step["m"] > before)
+
+
+def test_tiling_steps_name_a_size_that_is_not_positive():
+    with pytest.raises(ValueError, match="num_key_blocks=0"):
+        flash_tiling_steps(num_key_blocks=0)

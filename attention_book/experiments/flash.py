@@ -29,6 +29,7 @@ __all__ = [
     "flash_attention_intensity",
     "flash_memory_measurements",
     "flash_tiling_example",
+    "flash_tiling_steps",
 ]
 
 #: Public specifications of three data-center GPUs (SXM boards), from NVIDIA's data sheets and
@@ -170,3 +171,73 @@ def flash_tiling_example(
     exact = torch.softmax(scale * q @ k.T, dim=-1) @ v
     record["max_difference"] = (acc / l_i[:, None] - exact).abs().max().item()
     return record
+
+
+def flash_tiling_steps(
+    block_m: int = 4, block_n: int = 4, num_key_blocks: int = 4, head_dim: int = 8, seed: int = 0
+) -> dict:
+    """Everything one program of the tiled forward pass holds, after each key/value block.
+
+    The loop of `attention_book.flash.tiled_attention_forward`, for one block of queries, with
+    its state recorded after every block of keys: the running maximum and sum of each query
+    row, the factor that rescaled what was accumulated before (1 where the maximum did not
+    grow), the weights ``exp(S - m)`` of every score seen so far relative to the *current*
+    maximum (what ``l`` and ``acc`` hold, in effect), and how far ``acc / l`` is from softmax
+    attention over the keys seen so far and over all keys.
+
+    Args:
+        block_m: Queries in the block.
+        block_n: Keys in each key/value block.
+        num_key_blocks: How many key/value blocks stream through.
+        head_dim: Size of each query, key and value.
+        seed: Seed of the random queries, keys and values (float64).
+
+    Returns:
+        ``{"steps": [...], "output": acc / l after the last block, "tiled": the same rows from
+        tiled_attention_forward}``; each step is a dict with ``"m"``, ``"l"``, ``"rescale"``
+        (tensors of shape (block_m,)), ``"weights"`` (block_m, keys; NaN for keys not loaded
+        yet), ``"error_seen"`` and ``"error_all"`` (floats: the largest absolute difference).
+    """
+    if min(block_m, block_n, num_key_blocks, head_dim) < 1:
+        raise ValueError(
+            "flash_tiling_steps needs positive sizes, got "
+            f"block_m={block_m}, block_n={block_n}, num_key_blocks={num_key_blocks}, "
+            f"head_dim={head_dim}"
+        )
+    generator = torch.Generator().manual_seed(seed)
+    num_keys = block_n * num_key_blocks
+    q = torch.randn(block_m, head_dim, generator=generator, dtype=torch.float64)
+    k = torch.randn(num_keys, head_dim, generator=generator, dtype=torch.float64)
+    v = torch.randn(num_keys, head_dim, generator=generator, dtype=torch.float64)
+    scale = head_dim**-0.5
+    scores = scale * q @ k.T  # only to draw and check: the loop below reads one tile at a time
+    m_i = torch.full((block_m,), float("-inf"), dtype=torch.float64)
+    l_i = torch.zeros(block_m, dtype=torch.float64)
+    acc = torch.zeros(block_m, head_dim, dtype=torch.float64)
+    steps = []
+    for start in range(0, num_keys, block_n):
+        stop = start + block_n
+        s_ij = scale * q @ k[start:stop].T
+        m_new = torch.maximum(m_i, s_ij.max(dim=-1).values)
+        p_ij = torch.exp(s_ij - m_new[:, None])
+        rescale = torch.exp(m_i - m_new)  # 0 on the first block: nothing was summed before
+        l_i = rescale * l_i + p_ij.sum(dim=-1)
+        acc = rescale[:, None] * acc + p_ij @ v[start:stop]
+        m_i = m_new
+        weights = torch.full_like(scores, float("nan"))
+        weights[:, :stop] = torch.exp(scores[:, :stop] - m_i[:, None])
+        output = acc / l_i[:, None]
+        seen = torch.softmax(scores[:, :stop], dim=-1) @ v[:stop]
+        everything = torch.softmax(scores, dim=-1) @ v
+        steps.append({
+            "m": m_i.clone(),
+            "l": l_i.clone(),
+            "rescale": rescale if start else torch.ones_like(rescale),
+            "weights": weights,
+            "error_seen": (output - seen).abs().max().item(),
+            "error_all": (output - everything).abs().max().item(),
+        })  # fmt: skip
+    tiled, _ = tiled_attention_forward(
+        q[None, None], k[None, None], v[None, None], block_m=block_m, block_n=block_n
+    )
+    return {"steps": steps, "output": acc / l_i[:, None], "tiled": tiled[0, 0]}

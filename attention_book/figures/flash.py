@@ -25,7 +25,9 @@ from attention_book.experiments.flash import (
     flash_attention_intensity,
     flash_memory_measurements,
     flash_tiling_example,
+    flash_tiling_steps,
 )
+from attention_book.figures import Frames
 from attention_book.flash import compile_report, compiled
 from attention_book.masking import causal_mask
 from attention_book.plotting import BOOK_STYLE, new_figure
@@ -46,6 +48,7 @@ __all__ = [
     "flash_memory_rss",
     "flash_roofline",
     "flash_roofline_verdict",
+    "flash_tiling_explorer",
     "flash_tiling_loop",
 ]
 
@@ -336,6 +339,89 @@ def flash_causal_blocks() -> Figure:
     return fig
 
 
+def flash_tiling_explorer() -> Frames:
+    """The tiled loop stepped block by block (a slider): what one program holds after each step.
+
+    Left, the weights ``exp(S - m)`` of every score loaded so far, relative to each row's
+    current maximum, the tile just computed outlined and the blocks not loaded yet blank.
+    Middle, each query row's running maximum m and sum l, and the factor that rescaled what it
+    had accumulated (below 1 where the new block held a larger score). Right, how far acc / l is
+    from softmax attention over the keys loaded so far (always at rounding level) and over all
+    keys (it reaches rounding level at the last block). The numbers come from
+    `attention_book.experiments.flash.flash_tiling_steps`.
+    """
+    example = flash_tiling_steps()
+    steps = example["steps"]
+    block_m, num_keys = steps[0]["weights"].shape
+    block_n = num_keys // len(steps)
+    errors = [[step[key] for step in steps] for key in ("error_seen", "error_all")]
+    figures = []
+    for j, step in enumerate(steps):
+        fig = new_figure((10.4, 3.5))
+        with plt.rc_context({**BOOK_STYLE, "axes.grid": False}):
+            heat, state, error = fig.subplots(1, 3, gridspec_kw={"width_ratios": [2.1, 1.25, 1.3]})
+            loaded = (j + 1) * block_n
+            heat.imshow(step["weights"].numpy(), cmap="Blues", vmin=0, vmax=1, aspect="auto")
+            for boundary in range(block_n, num_keys, block_n):
+                heat.axvline(boundary - 0.5, color="#555555", linewidth=0.8)
+            heat.add_patch(
+                Rectangle((j * block_n - 0.5, -0.5), block_n, block_m, fill=False,
+                          edgecolor="#c0392b", linewidth=2.2)
+            )  # fmt: skip
+            for later in range(j + 1, len(steps)):
+                heat.text(later * block_n + (block_n - 1) / 2, (block_m - 1) / 2,
+                          "not\nloaded", ha="center", va="center", fontsize=7.5,
+                          color="#555555")  # fmt: skip
+            heat.set_xticks([b * block_n + (block_n - 1) / 2 for b in range(len(steps))],
+                            [f"$K_{b + 1}, V_{b + 1}$" for b in range(len(steps))])  # fmt: skip
+            heat.set_yticks(range(block_m), [f"row {r + 1}" for r in range(block_m)])
+            heat.set_title(f"step {j + 1}: weights $e^{{S - m}}$ of the {loaded} keys loaded"
+                           " (1 = the row's maximum)", fontsize=9)  # fmt: skip
+            heat.tick_params(labelsize=8)
+            state.axis("off")
+            state.set_xlim(0, 1)
+            state.set_ylim(0, 1)
+            state.set_title("running state per row", fontsize=9)
+            header = ("row", "$m$", "$\\ell$", "rescaled by")
+            columns = (0.02, 0.25, 0.5, 0.76)
+            for x, text in zip(columns, header, strict=True):
+                state.text(x, 0.88, text, fontsize=8.5, weight="bold")
+            for r in range(block_m):
+                y = 0.72 - 0.17 * r
+                factor = float(step["rescale"][r])
+                grew = factor < 1
+                cells = (
+                    f"{r + 1}",
+                    f"{float(step['m'][r]):.3f}",
+                    f"{float(step['l'][r]):.3f}",
+                    f"{factor:.3f}" if grew else "1 (same m)",
+                )
+                for x, text in zip(columns, cells, strict=True):
+                    state.text(x, y, text, fontsize=8.5, color="#c0392b" if grew else "#222222")
+            state.text(0.02, 0.02, "red: the block held a larger score,\nso l and acc were scaled"
+                       " down first", fontsize=7.5, color="#c0392b")  # fmt: skip
+            numbers = range(1, len(steps) + 1)
+            for values, label, color in zip(
+                errors, ("vs attention over keys loaded", "vs attention over all keys"),
+                ("#2ca02c", "#1f77b4"), strict=True,
+            ):  # fmt: skip
+                floor = [max(value, 1e-17) for value in values]
+                error.plot(numbers, floor, color=color, alpha=0.25, linewidth=1)
+                error.plot(numbers[: j + 1], floor[: j + 1], "o-", color=color, label=label)
+            error.set_yscale("log")
+            error.set_ylim(1e-17, 10)
+            error.tick_params(labelsize=8)
+            error.set_xticks(list(numbers))
+            error.set_xlabel("key/value blocks loaded", fontsize=8)
+            error.set_title("max |acc / l − exact|", fontsize=9)
+            error.grid(True, alpha=0.3)
+            error.legend(fontsize=7, loc="center left")
+            fig.tight_layout()
+        figures.append(fig)
+    labels = [f"after block {j + 1} of {len(steps)}" for j in range(len(steps))]
+    return Frames("key/value block", labels, figures, start=0)
+
+
 def _svg_base64(fig: Figure) -> str:
     """The figure as an SVG, base64-encoded, to inline in a build-time Markdown fragment."""
     buffer = io.StringIO()
@@ -573,6 +659,7 @@ def flash_compile_mix(results_dir: Path) -> str:
 #: The figures and build-time tables of this module, in the order of the chapter.
 FIGURES = (
     flash_tiling_loop,
+    flash_tiling_explorer,
     flash_roofline,
     flash_roofline_verdict,
     flash_gpu_specs,
