@@ -279,3 +279,49 @@ def test_a_fragment_of_several_lines_keeps_the_indentation_of_its_line(monkeypat
     )
     with pytest.raises(book.PluginError, match=r"docs/x.md: unknown build fragment 'nope'"):
         book.insert_fragments("{{ build:nope }}", "docs/x.md")
+
+
+TRAINING_PAGE = """# A page
+
+```python
+from attention_book.experiments.vit import vit_experiment
+
+result = vit_experiment()
+```
+
+```python
+print("nothing to train")
+```
+
+```python title="attention_book/experiments/vit.py"
+result = vit_experiment()
+```
+
+??? example "A solution"
+
+    ```python
+    from attention_book.experiments.transformer import transformer_length_experiment
+
+    transformer_length_experiment()
+    ```
+"""
+
+
+def test_a_block_that_trains_says_what_it_trains_and_for_how_long(tmp_path, monkeypatch):
+    import json
+
+    monkeypatch.setenv("ATTENTION_BOOK_CACHE", str(tmp_path))
+    (tmp_path / "compute-seconds.json").write_text(json.dumps({
+        "vit": {"seconds": 65.4, "cpus": 2, "date": "2026-12-01"},
+        "transformer": {"seconds": 250.0, "cpus": 2, "date": "2026-12-01"},
+    }))  # fmt: skip
+    lines = book.first_run_notes(TRAINING_PAGE).split("\n")
+    notes = [number for number, line in enumerate(lines) if "The first run trains." in line]
+    assert len(notes) == 2  # not the block that trains nothing, nor the listing
+    first, second = (lines[number] for number in notes)
+    assert lines[notes[0] + 2] == "```python"  # right before the block it is about
+    assert "`vit` (1 min 5 s on the machine that built this page, 2 CPU cores)" in first
+    assert second.startswith("    > ")  # indented like its block, inside the solution
+    assert "`transformer` (4 min 10 s" in second and "`transformer-length` (not timed" in second
+    notebook = book.chapter_notebook(TRAINING_PAGE, "chapters/x/", "https://example.org/")
+    assert sum("The first run trains." in cell.source for cell in notebook.cells) == 2

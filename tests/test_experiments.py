@@ -34,6 +34,39 @@ def test_training_and_experiments_load_no_plotting_library():
     assert result.stdout.strip() == "False", result.stderr[-2000:]
 
 
+# --- Which code trains ----------------------------------------------------------------------
+
+
+def test_the_functions_that_start_cached_runs_are_read_from_source():
+    from attention_book.experiments import cached_runs
+
+    runs = {function: names for (_, function), names in cached_runs().items()}
+    assert runs["bahdanau_trained_models"] == ("bahdanau",)
+    assert runs["transformer_length_experiment"] == ("transformer", "transformer-length")
+    assert runs["optimizations_trained_model"] == ("optimizations-*",)  # an f-string name
+    assert "bahdanau_translate" not in runs and "vit_digits" not in runs  # they train nothing
+
+
+@pytest.mark.parametrize(
+    "code, runs",
+    [
+        ("from attention_book.experiments.vit import vit_experiment\nvit_experiment()", ("vit",)),
+        ("from attention_book.experiments.vit import vit_experiment as v\nr = v()", ("vit",)),
+        ("from attention_book.experiments import multihead as m\nm.multihead_experiment()",
+         ("multihead",)),
+        ("import attention_book.experiments.vit\nattention_book.experiments.vit.vit_experiment()",
+         ("vit",)),
+        ("from attention_book.experiments.vit import vit_experiment", ()),  # imported, not called
+        ("from attention_book.experiments.vit import vit_digits\nvit_digits()", ()),
+        ("def vit_experiment():\n    pass\nvit_experiment()", ()),  # the reader's own function
+    ],
+)  # fmt: skip
+def test_a_block_that_trains_is_recognized_by_its_calls(code, runs):
+    from attention_book.experiments import runs_started_by
+
+    assert runs_started_by(code) == runs
+
+
 # --- Bahdanau --------------------------------------------------------------------------------
 
 

@@ -34,6 +34,7 @@ from attention_book.training import (
     source_hash,
 )
 from attention_book.training import __main__ as training_cli
+from attention_book.training.cache import compute_seconds
 
 
 @pytest.fixture(autouse=True)
@@ -288,6 +289,19 @@ def test_cached_miss_then_hit_then_clear(tmp_cache):
     assert list(tmp_cache.iterdir()) == []
     cached("demo", {"lr": 0.1, "sizes": [1, 2]}, compute)
     assert len(calls) == 5
+
+
+def test_cached_notes_how_long_each_computation_took(tmp_cache):
+    assert compute_seconds("slow") is None
+    cached("slow", {"n": 1}, lambda: time.sleep(0.2) or 1)
+    record = compute_seconds("slow")
+    assert record["seconds"] >= 0.2 and record["date"].count("-") == 2 and record["cpus"] >= 1
+    cached("slow", {"n": 1}, lambda: time.sleep(0.5) or 1)  # a hit: the record stays
+    assert compute_seconds("slow") == record
+    cached("quick", {"n": 1}, lambda: 2)
+    assert compute_seconds("quick")["seconds"] < 0.2 and compute_seconds("slow") == record
+    clear_cache()
+    assert compute_seconds("slow") is None
 
 
 CONCURRENT_SCRIPT = """

@@ -20,6 +20,7 @@ import inspect
 import json
 import os
 import tempfile
+import time
 import warnings
 from collections.abc import Callable
 from importlib.metadata import PackageNotFoundError, version
@@ -31,12 +32,14 @@ import torch
 from attention_book.training.loop import History
 
 __all__ = [
+    "COMPUTE_TIMES",
     "DRAWING_CODE",
     "RESULT_LIBRARIES",
     "cache_dir",
     "cache_path",
     "cached",
     "clear_cache",
+    "compute_seconds",
     "experiment_key",
     "imported_modules",
     "library_versions",
@@ -146,7 +149,9 @@ def cached(name: str, config: dict[str, Any], compute: Callable[[], T], refresh:
             else:
                 if entry.get("key") == key:
                     return entry["value"]
+        started = time.perf_counter()
         value = compute()
+        seconds = time.perf_counter() - started
         # Write to a temporary file, then rename: a crash never leaves a half-written entry.
         with tempfile.NamedTemporaryFile(dir=path.parent, suffix=".tmp", delete=False) as file:
             torch.save({"key": key, "value": value}, file)
@@ -161,7 +166,48 @@ def cached(name: str, config: dict[str, Any], compute: Callable[[], T], refresh:
                 "torch.serialization.add_safe_globals"
             ) from None
         os.replace(file.name, path)
+        _record_seconds(name, seconds)  # only for a result that was stored
     return value
+
+
+#: The file of `cache_dir()` where `cached` notes how long each computation took.
+COMPUTE_TIMES = "compute-seconds.json"
+
+
+def _record_seconds(name: str, seconds: float) -> None:
+    """Note in `COMPUTE_TIMES` that computing `name` took `seconds` (wall clock) just now."""
+    path = cache_dir() / COMPUTE_TIMES
+    with _lock(path):
+        try:
+            times = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            times = {}
+        times[name] = {
+            "seconds": round(seconds, 1),
+            "cpus": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
+            "date": time.strftime("%Y-%m-%d", time.gmtime()),
+        }
+        temporary = path.with_suffix(".tmp")
+        temporary.write_text(json.dumps(times, indent=1, sort_keys=True), encoding="utf-8")
+        os.replace(temporary, path)
+
+
+def compute_seconds(name: str) -> dict[str, Any] | None:
+    """How long `cached` took to compute `name` the last time it computed it, on this machine.
+
+    Args:
+        name: The name given to `cached`.
+
+    Returns:
+        ``{"seconds": wall clock, "cpus": CPUs the process could use, "date": "YYYY-MM-DD"}``,
+        or None if this cache never computed `name` (it was never run, or the cache predates
+        the record).
+    """
+    path = cache_dir() / COMPUTE_TIMES
+    try:
+        return json.loads(path.read_text(encoding="utf-8")).get(name)
+    except (OSError, ValueError):
+        return None
 
 
 @contextlib.contextmanager
@@ -191,6 +237,7 @@ def clear_cache() -> int:
         removed += 1
     for path in cache_dir().glob("*.lock"):
         path.unlink(missing_ok=True)
+    (cache_dir() / COMPUTE_TIMES).unlink(missing_ok=True)
     return removed
 
 

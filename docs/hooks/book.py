@@ -16,7 +16,8 @@ What it does, in build order:
    readers to download.
 2. ``on_page_markdown``: expands the listings of package source (`book_listings`: docstrings
    cut to their summary, a link to the API entry under each), replaces ``{{ build:NAME }}``
-   with the rendered Markdown and puts a download link under each chapter's title.
+   with the rendered Markdown, puts a note of what it trains and for how long before each
+   block that may train (`first_run_notes`), and a download link under each chapter's title.
 3. ``on_post_page``: strips the CDN script tags that nbconvert adds to notebook pages; the
    site's own MathJax renders their math.
 """
@@ -45,7 +46,9 @@ from book_listings import expand_listings, listing  # docs/hooks/, on sys.path f
 from mkdocs.exceptions import PluginError
 from mkdocs.structure.files import File, Files
 
+from attention_book.experiments import runs_started_by
 from attention_book.figures.__main__ import main as draw_figures
+from attention_book.training.cache import COMPUTE_TIMES, cache_dir, compute_seconds
 
 log = logging.getLogger("mkdocs.hooks.book")
 
@@ -322,6 +325,80 @@ if not torch.cuda.is_available():
     os.environ.setdefault("TRITON_INTERPRET", "1")"""
 
 
+def _duration(seconds: float) -> str:
+    minutes, rest = divmod(round(seconds), 60)
+    return f"{minutes} min {rest} s" if minutes else f"{rest} s"
+
+
+def _run_time(name: str) -> str:
+    """A cached run's name and how long it took, from `compute_seconds` (``*`` names a group)."""
+    if name.endswith("*"):
+        prefix = name[:-1]
+        path = cache_dir() / COMPUTE_TIMES
+        try:
+            times = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            times = {}
+        records = [record for run, record in times.items() if run.startswith(prefix)]
+        shown = f"the `{prefix}…` runs it uses"
+        if not records:
+            return f"{shown} (not timed here: the machine that built this page had them cached)"
+        low = min(record["seconds"] for record in records)
+        high = max(record["seconds"] for record in records)
+        span = _duration(low) if low == high else f"{_duration(low)} to {_duration(high)}"
+        return f"{shown} ({span} each on the machine that built this page, {_cpus(records[0])})"
+    record = compute_seconds(name)
+    if record is None:
+        return f"`{name}` (not timed here: the machine that built this page had it cached)"
+    return (
+        f"`{name}` ({_duration(record['seconds'])} on the machine that built this page, "
+        f"{_cpus(record)})"
+    )
+
+
+def _cpus(record: dict) -> str:
+    return f"{record['cpus']} CPU cores" if record.get("cpus") else "its CPUs"
+
+
+def first_run_notes(markdown: str) -> str:
+    """Put a note before each Python block that may train: what it trains, and for how long.
+
+    Which blocks train is read from their code (`runs_started_by`): a block that calls a
+    function of ``attention_book.experiments`` that starts a cached run gets the note, with the
+    time the run took when the cache computed it (`compute_seconds`). Copied into a fresh
+    session without the cache, such a block trains first; with the cache, it loads.
+    """
+    lines = markdown.split("\n")
+    out = []
+    i = 0
+    while i < len(lines):
+        match = FENCE.match(lines[i])
+        if not match or match["info"].strip() != "python":  # not a runnable block
+            out.append(lines[i])
+            i += 1
+            continue
+        indent, ticks = match["indent"], match["ticks"]
+        j = i + 1
+        while j < len(lines) and not lines[j].strip().startswith(ticks):
+            j += 1
+        body = "\n".join(line.removeprefix(indent) for line in lines[i + 1 : j])
+        try:
+            runs = runs_started_by(body)
+        except SyntaxError:
+            runs = ()  # a listing of something else than Python: ruff's check reports it
+        if runs:
+            trains = " and ".join(_run_time(name) for name in runs)
+            out += [
+                f"{indent}> **The first run trains.** In a fresh session without the book's "
+                f"cache, this block first trains {trains}; after that it loads the result from "
+                "the cache in seconds.",
+                "",
+            ]
+        out += lines[i : j + 1]
+        i = j + 1
+    return "\n".join(out)
+
+
 def chapter_notebook(
     markdown: str, page_url: str, site_url: str, page: str = "a page"
 ) -> nbformat.NotebookNode:
@@ -331,7 +408,7 @@ def chapter_notebook(
     """
     cells: list[nbformat.NotebookNode] = []
     prose: list[str] = []
-    lines = markdown.splitlines()
+    lines = first_run_notes(markdown).splitlines()
     i = 0
     output_follows = False  # the next fence is the expected output of the block above it
 
@@ -497,6 +574,7 @@ def frames_player(name: str, alt: str, up: str) -> str:
 def on_page_markdown(markdown: str, page, config, files: Files) -> str:
     """Expand the listings, insert build fragments and, on chapters, the notebook's link."""
     markdown = expand_listings(markdown, f"docs/{page.file.src_uri}")
+    markdown = first_run_notes(markdown)
 
     markdown = insert_fragments(markdown, f"docs/{page.file.src_uri}")
     markdown = light_and_dark_figures(markdown, page.url)
