@@ -28,6 +28,11 @@ A training run is cached with `attention_book.training.cached` under
 version and the library versions, so an edit of any code it runs trains again. The figures of
 `attention_book.figures` import these functions and draw their results. The modules are not
 imported here: import the one you need.
+
+Two functions read, from the modules' source, which code trains: `cached_runs` (the cached runs
+each experiment function may start) and `runs_started_by` (those a piece of code, such as a
+chapter's block, may start). The site's build uses them to say, before a block, what it trains
+on its first run and how long that took.
 """
 
 from __future__ import annotations
