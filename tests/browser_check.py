@@ -28,7 +28,7 @@ import shutil
 import sys
 import threading
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -42,6 +42,10 @@ CHROMIUM_ARGS = [
     "--disable-component-update",
     "--disable-sync",
 ]
+
+# True once MathJax has started, or at once on a page without math.
+MATHJAX_READY = """() => !document.querySelector('.arithmatex')
+  || Boolean(window.MathJax && window.MathJax.startup && window.MathJax.startup.promise)"""
 
 # Waits until MathJax (when the page loads it) has typeset, then reports the state of the page.
 PAGE_STATE = """async () => {
@@ -247,6 +251,14 @@ def check_page(context, url: str, screenshot: Path | None, mode: str = "light") 
     )
     try:
         page.goto(url, wait_until="networkidle", timeout=30_000)
+        # On a busy machine a long page can go quiet on the network before its parser reaches
+        # the MathJax script at its end: wait for the load event, then for MathJax, and let
+        # PAGE_STATE report it missing if it never comes.
+        page.wait_for_load_state("load", timeout=60_000)
+        from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+        with suppress(PlaywrightTimeout):  # reported below: "MathJax did not load"
+            page.wait_for_function(MATHJAX_READY, timeout=30_000)
         state = page.evaluate(PAGE_STATE)
         for image in state["images"]:
             if not image["ok"]:
