@@ -10,7 +10,10 @@ chapter page that transfers more than 2 MB (served compressed, as GitHub Pages s
 page's weight is printed), or that prints with closed folds or its navigation; at 390 px wide
 (a phone) it fails a page that scrolls sideways. In light and dark mode it runs axe-core and
 fails on any serious or critical accessibility violation, and it moves the slider of every
-figure the reader steps through and fails if the figure does not change. It saves a full-page
+figure the reader steps through and fails if the figure does not change. In light mode it
+presses the copy button of every Python block and fails if a runnable block of the page's
+Markdown source (the code the snippets test, each block alone) is not what some button copies
+(``--docs``, the Markdown folder, ``docs`` by default). It saves a full-page
 screenshot of each page in light and dark mode and at 390 px. Then it types "attention" into
 the search box and expects results. It drives Debian's Chromium through Playwright (no browser
 download) and serves the site on a local port.
@@ -24,6 +27,7 @@ import gzip
 import http.server
 import multiprocessing
 import os
+import re
 import shutil
 import sys
 import threading
@@ -220,7 +224,80 @@ MOVE_SLIDERS = """async () => {
 PHONE = {"width": 390, "height": 844}
 
 
-def check_page(context, url: str, screenshot: Path | None, mode: str = "light") -> PageReport:
+FENCE = re.compile(r"^(?P<indent>[ \t]*)(?P<ticks>`{3,})(?P<info>.*)$")
+
+
+def runnable_blocks(markdown: str) -> list[str]:
+    """The code of each runnable Python block of a page (a bare ``python`` fence), dedented as
+    the site shows it inside an admonition or a list."""
+    blocks, lines, i = [], markdown.split("\n"), 0
+    while i < len(lines):
+        match = FENCE.match(lines[i])
+        if not match:
+            i += 1
+            continue
+        j = i + 1
+        while j < len(lines) and not lines[j].strip().startswith(match["ticks"]):
+            j += 1
+        if match["info"].strip() == "python":
+            body = [line.removeprefix(match["indent"]) for line in lines[i + 1 : j]]
+            blocks.append("\n".join(body).strip("\n"))
+        i = j + 1
+    return blocks
+
+
+def page_source(docs_dir: Path | None, url_path: str) -> Path | None:
+    """The Markdown file of a page under `docs_dir` (``/chapters/x/`` -> chapters/x.md)."""
+    if docs_dir is None:
+        return None
+    stem = url_path.strip("/")
+    for candidate in (f"{stem}.md", f"{stem}/index.md" if stem else "index.md"):
+        if (docs_dir / candidate).is_file():
+            return docs_dir / candidate
+    return None
+
+
+def default_docs(site_dir: Path) -> Path | None:
+    """The Markdown sources of a site built by mkdocs in its project folder, if they are there."""
+    project = site_dir.resolve().parent
+    docs = project / "docs"
+    return docs if (project / "mkdocs.yml").is_file() and docs.is_dir() else None
+
+
+def copied_texts(page) -> list[str]:
+    """Press the copy button of every Python block of the page (in folds and tabs too) and
+    return what each put on the clipboard."""
+    page.evaluate(
+        "() => { document.querySelectorAll('details:not([open])').forEach(d => {"
+        " d.open = true; d.dataset.bookClosed = ''; });"
+        " const all = document.createElement('style'); all.id = 'book-all-tabs';"
+        " all.textContent = '.tabbed-content > .tabbed-block { display: block !important; }';"
+        " document.head.append(all); }"
+    )  # folds and tabs opened to press the buttons inside, as they were again below
+    buttons = page.locator(".language-python button[data-md-type=copy]")
+    texts = []
+    for k in range(buttons.count()):
+        page.evaluate("() => navigator.clipboard.writeText('')")
+        buttons.nth(k).click()
+        page.wait_for_function(
+            "async () => (await navigator.clipboard.readText()) !== ''", timeout=5_000
+        )
+        texts.append(page.evaluate("() => navigator.clipboard.readText()"))
+    page.evaluate(
+        "() => { document.querySelectorAll('details[data-book-closed]').forEach(d => {"
+        " d.open = false; delete d.dataset.bookClosed; });"
+        " document.getElementById('book-all-tabs').remove(); }"
+    )
+    return texts
+
+
+def check_page(
+    context,
+    url: str,
+    screenshot: Path | None,
+    mode: str = "light",
+    source: Path | None = None,
+) -> PageReport:
     """Load one page and report what a reader would see broken.
 
     Args:
@@ -230,6 +307,8 @@ def check_page(context, url: str, screenshot: Path | None, mode: str = "light") 
         mode: ``"light"`` and ``"dark"`` (1280 px wide) check everything, light mode also how
             the page prints; ``"phone"`` (390 px) checks that the page does not scroll
             sideways (code blocks scroll inside their own box there).
+        source: The page's Markdown, whose runnable blocks the copy buttons must copy (light
+            mode), or None.
 
     Returns:
         The page's report.
@@ -282,6 +361,15 @@ def check_page(context, url: str, screenshot: Path | None, mode: str = "light") 
                         **violation
                     )
                 )
+        if mode == "light" and source is not None:
+            copied = {text.strip("\n") for text in copied_texts(page)}
+            for block in runnable_blocks(source.read_text(encoding="utf-8")):
+                if block not in copied:
+                    first = block.split("\n")[0]
+                    report.problems.append(
+                        f"no copy button copies this block of {source.name} as the snippets "
+                        f"test it: {first!r}"
+                    )
         if mode == "phone":
             width = page.evaluate("() => document.documentElement.scrollWidth")
             if width > PHONE["width"] + 1:
@@ -362,6 +450,7 @@ def check_site(
     pages: list[str] | None = None,
     search: bool = True,
     dark: bool = True,
+    docs_dir: Path | None = None,
 ) -> list[PageReport]:
     """Check every page of a built site in headless Chromium.
 
@@ -372,6 +461,8 @@ def check_site(
         search: Also check that the search box finds "attention".
         dark: Also load each page in dark mode (and screenshot it). Every page is also
             loaded 390 px wide (``phone``), in light mode.
+        docs_dir: The Markdown sources of the site, to check that the copy buttons copy the
+            runnable blocks; None to skip that check.
 
     Returns:
         One report per page (and one for the search), each listing its problems.
@@ -388,9 +479,11 @@ def check_site(
                 color_scheme="dark" if mode == "dark" else "light",
                 viewport=PHONE if mode == "phone" else {"width": 1280, "height": 900},
             )
+            context.grant_permissions(["clipboard-read", "clipboard-write"], origin=base_url)
             for path in pages:
                 shot = screenshots / screenshot_name(path, mode) if screenshots else None
-                report = check_page(context, base_url + path, shot, mode)
+                source = page_source(docs_dir, path)
+                report = check_page(context, base_url + path, shot, mode, source)
                 report.url = f"{path} ({mode})"
                 reports.append(report)
             if search and mode == "light":
@@ -401,8 +494,8 @@ def check_site(
 
 
 def _check_part(arguments: tuple) -> list[PageReport]:
-    site_dir, screenshots, pages, search, dark = arguments
-    return check_site(site_dir, screenshots, pages, search=search, dark=dark)
+    site_dir, screenshots, pages, search, dark, docs_dir = arguments
+    return check_site(site_dir, screenshots, pages, search=search, dark=dark, docs_dir=docs_dir)
 
 
 def check_site_in_parallel(
@@ -412,6 +505,7 @@ def check_site_in_parallel(
     search: bool = True,
     dark: bool = True,
     jobs: int = 1,
+    docs_dir: Path | None = None,
 ) -> list[PageReport]:
     """`check_site` with the pages shared among `jobs` browsers in separate processes.
 
@@ -421,10 +515,11 @@ def check_site_in_parallel(
     pages = site_pages(site_dir) if pages is None else pages
     jobs = max(1, min(jobs, len(pages)))
     if jobs == 1:
-        return check_site(site_dir, screenshots, pages, search=search, dark=dark)
+        return check_site(site_dir, screenshots, pages, search=search, dark=dark, docs_dir=docs_dir)
     parts = [pages[k::jobs] for k in range(jobs)]
     arguments = [
-        (site_dir, screenshots, part, search and k == 0, dark) for k, part in enumerate(parts)
+        (site_dir, screenshots, part, search and k == 0, dark, docs_dir)
+        for k, part in enumerate(parts)
     ]
     context = multiprocessing.get_context("spawn")
     with context.Pool(jobs) as pool:
@@ -446,6 +541,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("site", type=Path, help="the built site folder")
     parser.add_argument("--screenshots", type=Path, default=None)
     parser.add_argument("--no-dark", action="store_true", help="check light mode only")
+    parser.add_argument(
+        "--docs",
+        type=Path,
+        default=None,
+        help="the Markdown sources, whose runnable blocks the copy buttons must copy (default: "
+        "the docs folder beside the site folder, when a mkdocs.yml is there too)",
+    )
     parser.add_argument(
         "--page",
         action="append",
@@ -476,6 +578,7 @@ def main(argv: list[str] | None = None) -> int:
         search=pages is None,
         dark=not args.no_dark,
         jobs=args.jobs,
+        docs_dir=args.docs or default_docs(args.site),
     )
     failed = [r for r in reports if r.problems]
     for report in reports:

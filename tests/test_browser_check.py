@@ -11,7 +11,16 @@ import shutil
 from pathlib import Path
 
 import pytest
-from browser_check import check_site, check_site_in_parallel, main, page_url, site_pages
+from browser_check import (
+    check_site,
+    check_site_in_parallel,
+    default_docs,
+    main,
+    page_source,
+    page_url,
+    runnable_blocks,
+    site_pages,
+)
 
 pytestmark = pytest.mark.skipif(
     shutil.which("chromium") is None, reason="needs Debian's chromium (make chromium)"
@@ -236,3 +245,65 @@ def test_two_browsers_give_the_reports_one_would(tiny_site: Path):
 
     assert summary(parallel) == summary(serial)
     assert any(r.problems for r in parallel)  # the broken page is reported
+
+
+# A stand-in for Material's copy button: it copies the text of its block's code.
+def code_block(code: str) -> str:
+    button = (
+        "<button data-md-type='copy' title='Copy' aria-label='Copy' onclick=\"navigator.clipboard"
+        ".writeText(this.parentElement.querySelector('code').textContent)\"></button>"
+    )
+    return f"<div class='language-python highlight'><pre>{button}<code>{code}</code></pre></div>"
+
+
+PAGE_SOURCE = """# A chapter
+
+```python
+print(1)
+```
+
+```python title="attention_book/x.py"
+a listing is not run
+```
+
+??? example "A solution"
+
+    ```python
+    print(2)
+    ```
+"""
+
+
+def test_runnable_blocks_are_the_bare_python_fences_dedented():
+    assert runnable_blocks(PAGE_SOURCE) == ["print(1)", "print(2)"]
+
+
+def test_page_source_finds_the_markdown_of_a_page(tmp_path: Path):
+    (tmp_path / "chapters").mkdir()
+    (tmp_path / "chapters" / "x.md").write_text("# x")
+    (tmp_path / "index.md").write_text("# home")
+    assert page_source(tmp_path, "/chapters/x/") == tmp_path / "chapters" / "x.md"
+    assert page_source(tmp_path, "/") == tmp_path / "index.md"
+    assert page_source(tmp_path, "/quick-tour/") is None and page_source(None, "/") is None
+    assert default_docs(tmp_path / "site") is None  # no mkdocs.yml beside it
+    assert default_docs(Path("site")) == Path("docs").resolve()  # this repository
+
+
+def test_a_copy_button_that_copies_another_code_than_the_tested_block_fails(
+    tiny_site: Path, tmp_path_factory
+):
+    docs = tmp_path_factory.mktemp("docs")
+    (docs / "notes").mkdir()  # not a chapter: no print check on this page
+    (docs / "notes" / "x.md").write_text(PAGE_SOURCE)
+    solution = f"<details><summary>A solution</summary>{code_block('print(2)')}</details>"
+    write_page(tiny_site, "notes/x", code_block("print(1)") + solution)
+    reports = check_site(tiny_site, pages=["/notes/x/"], search=False, dark=False,
+                         docs_dir=docs)  # fmt: skip
+    assert [problem for report in reports for problem in report.problems] == []
+    write_page(tiny_site, "notes/x", code_block("print(1)  # not what was tested") + solution)
+    reports = check_site(tiny_site, pages=["/notes/x/"], search=False, dark=False,
+                         docs_dir=docs)  # fmt: skip
+    problems = [problem for report in reports for problem in report.problems]
+    assert problems == [
+        "no copy button copies this block of x.md as the snippets test it: 'print(1)'"
+    ]
