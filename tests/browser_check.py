@@ -131,7 +131,7 @@ def site_pages(site_dir: Path) -> list[str]:
 def serve(site_dir: Path) -> Iterator[str]:
     """Serve a directory on a free local port for the duration of the block."""
     handler = functools.partial(_QuietHandler, directory=str(site_dir))
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    server = _QuietServer(("127.0.0.1", 0), handler)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
@@ -139,6 +139,14 @@ def serve(site_dir: Path) -> Iterator[str]:
     finally:
         server.shutdown()
         server.server_close()
+
+
+class _QuietServer(http.server.ThreadingHTTPServer):
+    """A local server that does not print a traceback when the browser drops a connection."""
+
+    def handle_error(self, request, client_address):
+        if not isinstance(sys.exc_info()[1], ConnectionError):  # BrokenPipe, ConnectionReset
+            super().handle_error(request, client_address)
 
 
 class _QuietHandler(http.server.SimpleHTTPRequestHandler):
@@ -291,6 +299,20 @@ def copied_texts(page) -> list[str]:
     return texts
 
 
+def failed_request(request, page_url: str, report: PageReport) -> None:
+    """Report a request that failed, except one the page itself gave up on.
+
+    A request of the site's own that the page aborts (``net::ERR_ABORTED``: a slider swapped
+    the image before it arrived, or the page closed) is not a broken page; a missing file still
+    fails, as an HTTP 404, and a request to another host fails whatever its error.
+    """
+    origin = "/".join(page_url.split("/")[:3])  # http://127.0.0.1:PORT
+    own = request.url.startswith(origin + "/")
+    if own and request.failure == "net::ERR_ABORTED":
+        return
+    report.problems.append(f"request failed: {request.url} ({request.failure})")
+
+
 def check_page(
     context,
     url: str,
@@ -320,10 +342,7 @@ def check_page(
         lambda msg: msg.type == "error" and report.problems.append(f"console error: {msg.text}"),
     )
     page.on("pageerror", lambda exc: report.problems.append(f"uncaught exception: {exc}"))
-    page.on(
-        "requestfailed",
-        lambda req: report.problems.append(f"request failed: {req.url} ({req.failure})"),
-    )
+    page.on("requestfailed", lambda req: failed_request(req, url, report))
     page.on(
         "response",
         lambda res: res.status >= 400 and report.problems.append(f"HTTP {res.status}: {res.url}"),

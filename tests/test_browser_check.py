@@ -197,6 +197,17 @@ def test_a_request_to_another_host_fails(tiny_site: Path):
     assert any("request failed" in p for p in found), found
 
 
+def test_an_image_the_page_replaces_before_it_arrives_is_not_a_failure(tiny_site: Path):
+    # A slider swaps an image's source while the first one loads: the browser aborts it.
+    write_page(
+        tiny_site,
+        "swap",
+        '<img id="a" src="/pixel.png?first" alt="a">'
+        "<script>document.getElementById('a').src = '/pixel.png?second';</script>",
+    )
+    assert problems_of(tiny_site, "/swap/") == []
+
+
 def test_site_pages_lists_every_page_but_assets(tiny_site: Path):
     write_page(tiny_site, "chapters/one", "")
     write_page(tiny_site, "assets/vendor", "")
