@@ -2,6 +2,7 @@
 #   make serve   set up, then serve the book at http://127.0.0.1:8000 with live reload
 #   make test    set up, then run the whole gate (what CI runs)
 #   make page PAGE=docs/chapters/x.md   the same gate for one page (see CONTRIBUTING.md)
+#   make notebooks   run every chapter's downloadable notebook (CI runs it after make test)
 # Every target installs what it needs first; nothing relies on what was installed by hand.
 
 PYTHON ?= $(shell command -v python3.11 2>/dev/null || command -v python3)
