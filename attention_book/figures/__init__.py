@@ -29,6 +29,7 @@ import inspect
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import BinaryIO
 
 from matplotlib.figure import Figure
 
@@ -39,6 +40,7 @@ __all__ = [
     "draw",
     "figure_functions",
     "find_figure",
+    "inline_svg",
     "needs_results",
     "recolor_for_dark",
     "save_svg",
@@ -56,6 +58,7 @@ CHAPTERS = (
     "transformer",
     "vit",
     "flash",
+    "flash_compiled",
     "optimizations",
 )
 
@@ -186,17 +189,47 @@ def draw(name: str, results_dir: str | Path | None = None) -> Figure | Frames | 
     return result
 
 
-def save_svg(fig: Figure, path: str | Path) -> None:
+def save_svg(fig: Figure, path: str | Path | BinaryIO) -> None:
     """Save `fig` as a deterministic SVG: no date in the metadata, fixed element ids.
 
     Args:
         fig: The figure to save.
-        path: Where to write the SVG file.
+        path: Where to write the SVG file (or a binary file object).
     """
     import matplotlib
 
     with matplotlib.rc_context({"svg.hashsalt": "attention-book", "svg.fonttype": "path"}):
         fig.savefig(path, format="svg", bbox_inches="tight", metadata={"Date": None})
+
+
+def inline_svg(fig: Figure, alt: str) -> str:
+    """Markdown for a figure drawn inside a build-time fragment (a function that returns text).
+
+    The figure is saved as `save_svg` saves the build's figures, for the light page and, after
+    `recolor_for_dark`, for the dark one; both are inlined as data URIs that Material shows one
+    at a time (``#only-light``, ``#only-dark``), like the build's figure files.
+
+    Args:
+        fig: The figure, drawn for a light page (it is recoloured in place).
+        alt: The images' alt text.
+
+    Returns:
+        Two Markdown images.
+    """
+    import base64
+    import io
+
+    def encoded(figure: Figure) -> str:
+        buffer = io.BytesIO()
+        save_svg(figure, buffer)
+        return base64.b64encode(buffer.getvalue()).decode()
+
+    light = encoded(fig)
+    dark = encoded(recolor_for_dark(fig))
+    return (
+        f"![{alt}](data:image/svg+xml;base64,{light}#only-light)"
+        f"![{alt}](data:image/svg+xml;base64,{dark}#only-dark)"
+    )
 
 
 def dark_color(color: str | tuple[float, ...]) -> tuple[float, float, float, float]:

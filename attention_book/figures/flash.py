@@ -3,14 +3,13 @@
 Drawing only: the measurements they show (peak memory of naive and tiled attention, the
 roofline model's intensity, the GPUs' specifications) live in `attention_book.experiments.flash`.
 The functions that read the results the scripts in ``benchmarks/`` commit as JSON (memory, GPU
-throughput, and the compile report, read with `attention_book.flash.compiled`) take the
-directory of those results as their `results_dir` argument (see `attention_book.figures`).
+throughput) take the directory of those results as their `results_dir` argument (see
+`attention_book.figures`). The section on the compiled kernels draws from
+`attention_book.figures.flash_compiled`.
 """
 
 from __future__ import annotations
 
-import base64
-import io
 import json
 from pathlib import Path
 
@@ -27,20 +26,13 @@ from attention_book.experiments.flash import (
     flash_tiling_example,
     flash_tiling_steps,
 )
-from attention_book.figures import Frames
-from attention_book.flash import compile_report, compiled
+from attention_book.figures import Frames, inline_svg
 from attention_book.masking import causal_mask
 from attention_book.plotting import BOOK_STYLE, new_figure
 
 __all__ = [
     "FIGURES",
     "flash_causal_blocks",
-    "flash_compile_before_after",
-    "flash_compile_changes",
-    "flash_compile_excerpt",
-    "flash_compile_mix",
-    "flash_compile_summary",
-    "flash_compile_table",
     "flash_gpu_results",
     "flash_gpu_specs",
     "flash_memory_growth",
@@ -422,30 +414,6 @@ def flash_tiling_explorer() -> Frames:
     return Frames("key/value block", labels, figures, start=0)
 
 
-def _svg_base64(fig: Figure) -> str:
-    """The figure as an SVG, base64-encoded, to inline in a build-time Markdown fragment."""
-    buffer = io.StringIO()
-    with plt.rc_context(BOOK_STYLE):
-        fig.savefig(buffer, format="svg", bbox_inches="tight", metadata={"Date": None})
-    return base64.b64encode(buffer.getvalue().encode()).decode()
-
-
-def _inline_image(fig: Figure, alt: str) -> str:
-    """Markdown for a figure inlined in a build-time fragment, drawn for each colour scheme.
-
-    Like the build's figure files, the light drawing and its dark variant are two images that
-    Material shows one at a time (``#only-light``, ``#only-dark``).
-    """
-    from attention_book.figures import recolor_for_dark
-
-    light = _svg_base64(fig)
-    dark = _svg_base64(recolor_for_dark(fig))
-    return (
-        f"![{alt}](data:image/svg+xml;base64,{light}#only-light)"
-        f"![{alt}](data:image/svg+xml;base64,{dark}#only-dark)"
-    )
-
-
 def _gpu_results_figure(rows: list[dict]) -> Figure:
     """Forward TFLOP/s against sequence length, one panel per (head_dim, causal)."""
     dtype = rows[0]["dtype"] if rows else "bfloat16"
@@ -484,7 +452,7 @@ def _gpu_results_markdown(path: Path) -> str:
     report = json.loads(path.read_text(encoding="utf-8"))
     env = report["environment"]
     rows = [r for r in report["results"] if "fwd_tflops" in r]
-    image = _inline_image(_gpu_results_figure(rows), "Forward TFLOP/s against sequence length")
+    image = inline_svg(_gpu_results_figure(rows), "Forward TFLOP/s against sequence length")
     table = [
         "| provider | dtype | d | causal | n | fwd TFLOP/s | fwd+bwd TFLOP/s | tiles chosen |",
         "|---|---|---:|---|---:|---:|---:|---|",
@@ -529,133 +497,6 @@ def flash_gpu_results(results_dir: Path) -> str:
     return _gpu_results_markdown(Path(results_dir) / "flash_gpu.json")
 
 
-_NO_COMPILE_REPORT = (
-    "*No compile report yet: this build found no `benchmarks/results/flash_compile.json`. "
-    "Running `python benchmarks/flash_compile.py` writes it (it needs no GPU), and the next "
-    "build fills this place.*"
-)
-
-
-def _from_report(results_dir: Path, words) -> str:
-    """`words` of the compile report in `results_dir`, or a note that there is none."""
-    report = compiled.load_report(results_dir)
-    text = "" if report is None else words(report)
-    return text or _NO_COMPILE_REPORT
-
-
-def flash_compile_summary(results_dir: Path) -> str:
-    """What the last compile report covered, and each kernel's resources by GPU.
-
-    Args:
-        results_dir: The directory ``benchmarks/flash_compile.py`` writes its report to.
-
-    Returns:
-        Markdown (`attention_book.flash.compile_report.summary_markdown`), or a note.
-    """
-    return _from_report(results_dir, compile_report.summary_markdown)
-
-
-def flash_compile_table(results_dir: Path) -> str:
-    """Every listed configuration: registers, spills, shared memory, main-loop instructions.
-
-    Args:
-        results_dir: The directory ``benchmarks/flash_compile.py`` writes its report to.
-
-    Returns:
-        Markdown: a collapsed table, or a note.
-    """
-    return _from_report(results_dir, compile_report.table_markdown)
-
-
-def flash_compile_excerpt(results_dir: Path) -> str:
-    """The path of one score through the forward's main loop, in SASS: before, after, tutorial.
-
-    Args:
-        results_dir: The directory ``benchmarks/flash_compile.py`` writes its report to.
-
-    Returns:
-        Markdown: three short listings, or a note.
-    """
-    return _from_report(results_dir, compile_report.excerpt_markdown)
-
-
-def flash_compile_changes(results_dir: Path) -> str:
-    """What each change bought, read off the compile report, one bullet per change.
-
-    Args:
-        results_dir: The directory ``benchmarks/flash_compile.py`` writes its report to.
-
-    Returns:
-        Markdown bullets, or a note.
-    """
-    return _from_report(results_dir, compile_report.changes_markdown)
-
-
-def flash_compile_before_after(results_dir: Path) -> str:
-    """The before/after table of the tuning: main loops, spills, shared memory, tutorial.
-
-    Args:
-        results_dir: The directory ``benchmarks/flash_compile.py`` writes its report to.
-
-    Returns:
-        Markdown: one table, or a note.
-    """
-    return _from_report(results_dir, compile_report.before_after_markdown)
-
-
-def _mix_figure(kinds: list[str], mixes: dict[str, dict[str, int]]) -> Figure:
-    """Horizontal bars: instructions of one iteration by kind, one bar per implementation."""
-    labels = {"baseline": "before", "ours": "after", "tutorial": "Triton's tutorial"}
-    colors = {"baseline": "#bbbbbb", "ours": "tab:blue", "tutorial": "tab:orange"}
-    names = [name for name in labels if name in mixes]
-    fig = new_figure((7.6, 0.42 * len(kinds) + 1.2))
-    with plt.rc_context({**BOOK_STYLE, "axes.grid": False}):
-        ax = fig.add_subplot()
-        height = 0.8 / len(names)
-        for k, name in enumerate(names):
-            ys = [i + (k - (len(names) - 1) / 2) * height for i in range(len(kinds))]
-            counts = [mixes[name][kind] for kind in kinds]
-            label = f"{labels[name]} ({sum(mixes[name].values())} in all)"
-            ax.barh(ys, counts, height=height, color=colors[name], label=label)
-            for y, count in zip(ys, counts, strict=True):
-                ax.text(count + 1, y, str(count), va="center", fontsize=6.5)
-        ax.set_yticks(range(len(kinds)), kinds, fontsize=8)
-        ax.invert_yaxis()
-        ax.set_xlabel("instructions per warp in one iteration", fontsize=8)
-        ax.legend(fontsize=8, loc="lower right")
-        fig.tight_layout()
-    return fig
-
-
-def flash_compile_mix(results_dir: Path) -> str:
-    """One iteration of the forward's main loop by kind of instruction: before, after, tutorial.
-
-    Args:
-        results_dir: The directory ``benchmarks/flash_compile.py`` writes its report to.
-
-    Returns:
-        Markdown: a bar chart (inline SVG) and its caption, or a note.
-    """
-
-    def chart(report):
-        row = compile_report.showcase(report).get("ours")
-        if row is None:
-            return ""
-        alt = (
-            "Horizontal bars: the instructions of one main-loop iteration of the forward "
-            "kernel by kind, before the tuning, after it, and in Triton's tutorial"
-        )
-        return (
-            f"{_inline_image(_mix_figure(*compile_report.instruction_groups(report)), alt)}\n\n"
-            f"*`flash_compile_mix`: the main loop of the forward kernel, "
-            f"{compile_report.tile_name(row['config'])}, head dim {row['head_dim']}, compiled "
-            f"for {row['target']}, by kind of instruction (SASS opcodes grouped as in "
-            "`OPCODE_GROUPS`).*"
-        )
-
-    return _from_report(results_dir, chart)
-
-
 #: The figures and build-time tables of this module, in the order of the chapter.
 FIGURES = (
     flash_tiling_loop,
@@ -667,11 +508,5 @@ FIGURES = (
     flash_memory_growth,
     flash_memory_ratio,
     flash_memory_rss,
-    flash_compile_summary,
-    flash_compile_mix,
-    flash_compile_excerpt,
-    flash_compile_changes,
-    flash_compile_before_after,
-    flash_compile_table,
     flash_gpu_results,
 )

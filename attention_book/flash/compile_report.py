@@ -5,8 +5,8 @@ for comparison, those of Triton's fused-attention tutorial and of this package b
 tuning) for sm_90 and sm_80 on a CPU, and writes ``benchmarks/results/flash_compile.json``.
 The functions here turn that report (as `attention_book.flash.compiled.load_report` reads it)
 into the Markdown of the chapter's section "What the compiler made of our kernel"; every number
-they print comes from the report. `attention_book.figures.flash` calls them, and draws the one
-figure, from `instruction_groups`.
+they print comes from the report. `attention_book.figures.flash_compiled` calls them, and draws
+the one figure, from `instruction_groups`.
 
 The report keeps the SASS of one "showcase" compilation per implementation (the forward,
 128 x 64 tiles, 4 warps, 3 stages, head dim 64, not causal, sm_90), from which
