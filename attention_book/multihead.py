@@ -6,7 +6,8 @@ are split into ``num_heads`` chunks, attention runs on the 4-D tensor
 ``(batch, num_heads, n, head_dim)``, and the heads' outputs are concatenated and projected.
 
 `GroupedQueryAttention` lets groups of query heads share key and value heads (multi-query
-attention when all share one), which shrinks what a decoder must cache.
+attention when all share one), which shrinks what a decoder must cache. `NeighborReader`, one
+multi-head layer between embeddings and a read-out, is the model of the chapter's experiment.
 """
 
 from __future__ import annotations
@@ -14,9 +15,16 @@ from __future__ import annotations
 from torch import Tensor, nn
 
 from attention_book.attention import DotProductAttention
+from attention_book.positional import LearnedPositionalEmbedding
 from attention_book.validation import check_dims, check_keys_values
 
-__all__ = ["GroupedQueryAttention", "MultiHeadAttention", "merge_heads", "split_heads"]
+__all__ = [
+    "GroupedQueryAttention",
+    "MultiHeadAttention",
+    "NeighborReader",
+    "merge_heads",
+    "split_heads",
+]
 
 
 # --8<-- [start:split_heads]
@@ -390,3 +398,38 @@ class GroupedQueryAttention(nn.Module):
 
 
 # --8<-- [end:GroupedQueryAttention]
+
+
+# --8<-- [start:NeighborReader]
+class NeighborReader(nn.Module):
+    """Embeddings, one multi-head self-attention layer, and a linear read-out of two answers.
+
+    Args:
+        vocab_size: Number of distinct tokens.
+        num_steps: Sequence length (number of learned positions).
+        num_hiddens: Width of the embeddings and of the attention layer (all heads together).
+        num_heads: Number of heads; each has ``num_hiddens // num_heads`` features.
+
+    Shapes:
+        - tokens: ``(batch, num_steps)``
+        - output: ``(batch, num_steps, 2, vocab_size)``, logits of the two answers
+    """
+
+    def __init__(self, vocab_size: int, num_steps: int, num_hiddens: int, num_heads: int):
+        super().__init__()
+        self.vocab_size = vocab_size
+        self.embedding = nn.Embedding(vocab_size, num_hiddens)
+        # Unit-scale initial positions, so the heads can tell positions apart from the start.
+        self.positions = LearnedPositionalEmbedding(num_hiddens, max_len=num_steps, init_std=1.0)
+        self.attention = MultiHeadAttention(num_hiddens, num_heads)
+        self.read_out = nn.Linear(num_hiddens, 2 * vocab_size)
+
+    def forward(self, tokens: Tensor) -> Tensor:
+        """Return the logits of the left and the right neighbour of every position."""
+        X = self.positions(self.embedding(tokens))  # (batch, num_steps, num_hiddens)
+        Y = self.attention(X, X, X)  # self-attention: (batch, num_steps, num_hiddens)
+        logits = self.read_out(Y)  # (batch, num_steps, 2 * vocab_size)
+        return logits.unflatten(-1, (2, self.vocab_size))  # (batch, num_steps, 2, vocab)
+
+
+# --8<-- [end:NeighborReader]

@@ -1,7 +1,8 @@
 """Plotting helpers shared by the chapters and by `attention_book.figures`.
 
-Every helper returns a matplotlib `Figure` and never calls `plt.show()`, so the same code
-draws inline in a notebook, saves an SVG for the site, and runs headless in the tests.
+Every drawing helper returns a matplotlib `Figure` and never calls `plt.show()`, so the same
+code draws inline in a notebook, saves an SVG for the site, and runs headless in the tests.
+`markdown_table` writes the tables that the build inserts into pages.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import matplotlib.pyplot as plt
 import torch
 from matplotlib.figure import Figure
 
-__all__ = ["BOOK_STYLE", "new_figure", "plot_lines", "show_heatmaps"]
+__all__ = ["BOOK_STYLE", "markdown_table", "new_figure", "plot_lines", "show_heatmaps"]
 
 #: Style applied to every figure of the book: white background (legible in dark mode),
 #: no top/right spines, a font that ships with matplotlib so builds are reproducible.
@@ -187,3 +188,29 @@ def plot_lines(
             ax.legend()
         fig.tight_layout()
     return fig
+
+
+def markdown_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    """A Markdown table: one header row, then one row per item of `rows`.
+
+    A ``|`` inside a cell is escaped, so a cell can hold any text.
+
+    Args:
+        header: The column titles.
+        rows: The cells, one sequence per row, as many as `header`.
+
+    Returns:
+        The table's lines, ending with a newline.
+
+    Raises:
+        ValueError: If a row has another number of cells than `header`.
+    """
+    for row in rows:
+        if len(row) != len(header):
+            raise ValueError(f"every row needs {len(header)} cells (the header's), got {list(row)}")
+
+    def line(cells: Sequence[str]) -> str:
+        return "| " + " | ".join(str(cell).replace("|", "\\|") for cell in cells) + " |"
+
+    lines = [line(header), "|" + "|".join("---" for _ in header) + "|"]
+    return "\n".join([*lines, *(line(row) for row in rows)]) + "\n"

@@ -26,6 +26,7 @@ from attention_book.data import (
     tokenize,
 )
 from attention_book.data import corpus as builtin_corpus
+from attention_book.data.images import balanced_subset, random_shift
 
 # --- the built-in corpus ---------------------------------------------------------------------
 
@@ -505,3 +506,29 @@ def test_python_m_attention_book_data_prints_the_corpus_summary():
     lines = result.stdout.splitlines()
     assert lines[0] == "built-in corpus (num_pairs=300, seed=1), lengths in tokens"
     assert lines[2].split()[0] == "train" and lines[-1].startswith("generation: ")
+
+
+def test_random_shift_moves_whole_images_and_fills_with_background():
+    images = torch.zeros(64, 1, 5, 5)
+    images[:, 0, 2, 2] = 1.0  # one lit pixel in the centre of a blank image
+    shifted = random_shift(images, 1, torch.Generator().manual_seed(0))
+    assert shifted.shape == images.shape
+    assert torch.equal(shifted.sum(dim=(1, 2, 3)), torch.ones(64))  # the pixel moved, whole
+    rows, cols = (shifted[:, 0] == 1).nonzero()[:, 1:].T
+    assert set(rows.tolist()) == {1, 2, 3} and set(cols.tolist()) == {1, 2, 3}
+    assert torch.equal(random_shift(images, 0, torch.Generator()), images)
+    background = torch.full((2, 1, 3, 3), -0.5)  # a normalized blank image is not 0
+    assert torch.equal(random_shift(background, 1, torch.Generator()), background)
+
+
+def test_balanced_subset_is_balanced_seeded_and_without_repeats():
+    labels = torch.arange(10).repeat_interleave(torch.arange(10, 20))  # 10 to 19 per class
+    chosen = balanced_subset(labels, 45, seed=3)
+    assert len(set(chosen.tolist())) == 45
+    counts = torch.bincount(labels[chosen], minlength=10)
+    assert counts.max() - counts.min() <= 1
+    assert torch.equal(chosen, balanced_subset(labels, 45, seed=3))
+    assert not torch.equal(chosen, balanced_subset(labels, 45, seed=4))
+    assert sorted(balanced_subset(labels, len(labels), 0).tolist()) == list(range(len(labels)))
+    with pytest.raises(ValueError, match=r"size must be in \[1, 145\]"):
+        balanced_subset(labels, 146, 0)

@@ -1,10 +1,13 @@
 import math
 import subprocess
 import sys
+from dataclasses import asdict
 
 import pytest
 import torch
 
+from attention_book.data.corpus import corpus_digest
+from attention_book.experiments import bahdanau
 from attention_book.experiments import nadaraya_watson as nw
 from attention_book.experiments.bahdanau import (
     BAHDANAU_CONFIG,
@@ -21,8 +24,7 @@ from attention_book.experiments.flash import (
     flash_tiling_steps,
 )
 from attention_book.experiments.scoring import DIMS, scoring_scaling_measurements
-from attention_book.seq2seq import num_parameters
-from attention_book.training import bleu, package_source_hash
+from attention_book.training.metrics import bleu, num_parameters
 
 
 def test_training_and_experiments_load_no_plotting_library():
@@ -70,13 +72,14 @@ def test_a_block_that_trains_is_recognized_by_its_calls(code, runs):
 # --- Bahdanau --------------------------------------------------------------------------------
 
 
-def test_bahdanau_cache_key_covers_config_data_source_and_libraries():
+def test_bahdanau_cache_key_declares_config_version_corpus_and_libraries():
     key = bahdanau_cache_key()
-    assert {k: key[k] for k in BAHDANAU_CONFIG} == BAHDANAU_CONFIG
-    assert len(key["data"]) == 16  # a digest of the sentence pairs
-    assert key["source"] == package_source_hash("attention_book.experiments.bahdanau")
+    assert key["config"] == {"class": "BahdanauConfig", **asdict(BAHDANAU_CONFIG)}
+    assert key["version"] == bahdanau.VERSION
+    assert key["inputs"] == {"corpus": corpus_digest()}  # a digest of the sentence pairs
+    assert len(key["inputs"]["corpus"]) == 16
     assert key["libraries"]["torch"] == torch.__version__
-    assert "corpus_version" in key
+    assert set(key) == {"config", "version", "inputs", "libraries"}  # no source, no corpus_version
 
 
 def test_bahdanau_models_have_nearly_the_same_number_of_parameters():

@@ -66,6 +66,6 @@ def test_a_hand_built_two_head_model_solves_the_task():
 
 
 def test_trained_model_rejects_an_untrained_head_count():
-    missing = max(MULTIHEAD_CONFIG["head_counts"]) * 2
+    missing = max(MULTIHEAD_CONFIG.head_counts) * 2
     with pytest.raises(ValueError, match=f"num_heads must be one of .* got {missing}"):
         multihead_trained_model(missing)

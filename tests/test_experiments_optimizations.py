@@ -49,11 +49,11 @@ def test_variants_change_only_what_they_say():
     baseline = optimizations_make_model("baseline")
     for variant, changes in VARIANTS.items():
         model = optimizations_make_model(variant)
-        assert model.num_kv_heads == changes.get("num_kv_heads", OPTIMIZATIONS_CONFIG["num_heads"])
+        assert model.num_kv_heads == changes.get("num_kv_heads", OPTIMIZATIONS_CONFIG.num_heads)
         assert model.positional == changes.get("positional", "rope")
         assert model.kind == changes.get("attention", "softmax")
         assert len(model.blks) == len(baseline.blks)
-        cache = model.new_cache(1, OPTIMIZATIONS_CONFIG["context"])
+        cache = model.new_cache(1, OPTIMIZATIONS_CONFIG.context)
         expected = LinearAttentionCache if model.kind == "linear" else KVCache
         assert isinstance(cache, expected)
     with pytest.raises(ValueError, match=r"variant must be one of .*'alibi'"):

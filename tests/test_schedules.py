@@ -7,6 +7,7 @@ import torch
 from attention_book.training.schedules import (
     schedule_per_step,
     transformer_lr,
+    warmup_cosine,
     warmup_inverse_sqrt,
 )
 
@@ -51,3 +52,14 @@ def test_schedule_per_step_sets_the_rate_of_every_optimizer_step():
     assert used == pytest.approx([0.5 * warmup_inverse_sqrt(s, 4) for s in range(8)])
     # Plain SGD on a gradient of 1: the weight moved by the sum of the rates.
     assert weight.item() == pytest.approx(-sum(used))
+
+
+def test_warmup_cosine_rises_then_falls_to_zero():
+    factors = [warmup_cosine(step, 4, 20) for step in range(20)]
+    assert factors[:4] == [0.25, 0.5, 0.75, 1.0]
+    assert factors[4] == 1.0  # the decay starts from the peak
+    assert all(b < a for a, b in itertools.pairwise(factors[4:]))
+    assert warmup_cosine(20, 4, 20) == pytest.approx(0.0)
+    assert warmup_cosine(12, 4, 20) == pytest.approx(0.5)  # half-way through the decay
+    with pytest.raises(ValueError, match=r"warmup_steps must be in \[1, total_steps - 1\]"):
+        warmup_cosine(0, 20, 20)

@@ -5,7 +5,6 @@ import os
 import shutil
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -19,11 +18,7 @@ from attention_book.training import (
     History,
     accuracy,
     bleu,
-    cache_dir,
-    cache_path,
-    cached,
     classification_loss,
-    clear_cache,
     evaluate_accuracy,
     evaluate_loss,
     experiment_key,
@@ -33,8 +28,6 @@ from attention_book.training import (
     set_seed,
     source_hash,
 )
-from attention_book.training import __main__ as training_cli
-from attention_book.training.cache import compute_seconds
 
 
 @pytest.fixture(autouse=True)
@@ -257,103 +250,7 @@ def test_bleu_rejects_mismatched_lengths():
         bleu([], [])
 
 
-# --- cache -----------------------------------------------------------------------------------
-
-
-def test_cache_dir_follows_the_environment(tmp_path, monkeypatch, tmp_cache):
-    assert cache_dir() == tmp_cache
-    assert tmp_cache.is_dir()
-    monkeypatch.delenv("ATTENTION_BOOK_CACHE")
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
-    assert cache_dir() == tmp_path / "xdg" / "attention-book"
-
-
-def test_cached_miss_then_hit_then_clear(tmp_cache):
-    calls = []
-
-    def compute():
-        calls.append(1)
-        return {"state": {"w": torch.arange(3.0)}, "history": History([1.0, 0.5])}
-
-    first = cached("demo", {"lr": 0.1, "sizes": [1, 2]}, compute)
-    second = cached("demo", {"sizes": [1, 2], "lr": 0.1}, compute)  # key order is irrelevant
-    assert len(calls) == 1
-    assert torch.equal(second["state"]["w"], torch.arange(3.0))
-    assert second["history"] == first["history"]
-    cached("demo", {"lr": 0.2, "sizes": [1, 2]}, compute)  # another config: a miss
-    cached("other", {"lr": 0.1, "sizes": [1, 2]}, compute)  # another name: a miss
-    assert len(calls) == 3
-    cached("demo", {"lr": 0.1, "sizes": [1, 2]}, compute, refresh=True)
-    assert len(calls) == 4
-    assert clear_cache() == 3
-    assert list(tmp_cache.iterdir()) == []
-    cached("demo", {"lr": 0.1, "sizes": [1, 2]}, compute)
-    assert len(calls) == 5
-
-
-def test_cached_notes_how_long_each_computation_took(tmp_cache):
-    assert compute_seconds("slow") is None
-    cached("slow", {"n": 1}, lambda: time.sleep(0.2) or 1)
-    record = compute_seconds("slow")
-    assert record["seconds"] >= 0.2 and record["date"].count("-") == 2 and record["cpus"] >= 1
-    cached("slow", {"n": 1}, lambda: time.sleep(0.5) or 1)  # a hit: the record stays
-    assert compute_seconds("slow") == record
-    cached("quick", {"n": 1}, lambda: 2)
-    assert compute_seconds("quick")["seconds"] < 0.2 and compute_seconds("slow") == record
-    clear_cache()
-    assert compute_seconds("slow") is None
-
-
-CONCURRENT_SCRIPT = """
-import sys, time
-from pathlib import Path
-from attention_book.training import cached
-
-def compute():
-    with open(sys.argv[1], "a") as log:
-        log.write("computed\\n")
-    time.sleep(3)
-    return {"value": 42}
-
-print(cached("shared", {"x": 1}, compute)["value"])
-"""
-
-
-def test_two_processes_compute_a_result_once(tmp_cache, tmp_path):
-    # A parallel site build and the snippets may ask for the same training at once: the
-    # second waits for the first and loads what it saved.
-    log = tmp_path / "computed.txt"
-    env = {**os.environ, "ATTENTION_BOOK_CACHE": str(tmp_cache)}
-    command = [sys.executable, "-c", CONCURRENT_SCRIPT, str(log)]
-    first = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, text=True)
-    for _ in range(300):  # until the first one is computing
-        if log.exists():
-            break
-        time.sleep(0.05)
-    second = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, text=True)
-    outputs = [process.communicate(timeout=120)[0].strip() for process in (first, second)]
-    assert outputs == ["42", "42"]
-    assert log.read_text().splitlines() == ["computed"]
-
-
-def test_cache_key_is_a_hash_of_name_and_config(tmp_cache):
-    path = cache_path("demo", {"lr": 0.1})
-    assert path.parent == tmp_cache
-    assert path.name.startswith("demo-") and path.suffix == ".pt"
-    assert path != cache_path("demo", {"lr": 0.10001})
-    with pytest.raises(ValueError, match="JSON"):
-        cache_path("demo", {"device": torch.device("cpu")})
-    with pytest.raises(ValueError, match="name"):
-        cache_path("../escape", {})
-
-
-def test_cli_clears_the_cache(tmp_cache, capsys):
-    cached("demo", {}, lambda: 1)
-    assert training_cli.main(["clear-cache"]) == 0
-    assert "removed 1" in capsys.readouterr().out
-    assert not list(tmp_cache.glob("*.pt"))
-    training_cli.main(["cache-dir"])
-    assert capsys.readouterr().out.strip() == str(tmp_cache)
+# --- cache keys by source --------------------------------------------------------------------
 
 
 def test_source_hash_changes_with_the_code():
@@ -406,29 +303,13 @@ def test_same_seed_gives_same_split_and_loss_curve_for_translation(tmp_cache):
     assert first[1][1] < first[1][0]
 
 
-class _NotAllowlisted:
-    pass
-
-
-def test_cached_rejects_unsafe_values_at_once_and_recovers_from_damaged_files(tmp_cache):
-    with pytest.raises(ValueError, match="cannot be cached"):
-        cached("unsafe", {}, _NotAllowlisted)
-    # No entry and no temporary file left behind (only the lock file `cached` holds).
-    assert [p.suffix for p in tmp_cache.iterdir()] == [".lock"]
-    cached("demo", {}, lambda: 1)
-    cache_path("demo", {}).write_bytes(b"not a torch file")
-    with pytest.warns(UserWarning, match="unreadable"):
-        assert cached("demo", {}, lambda: 2) == 2
-    assert cached("demo", {}, lambda: 3) == 2
-
-
 # --- experiment keys -------------------------------------------------------------------------
 
 
-def test_experiment_key_adds_source_corpus_and_libraries():
+def test_experiment_key_adds_source_and_libraries():
     key = experiment_key({"lr": 0.1})
     assert key["lr"] == 0.1
-    assert set(key) == {"lr", "source", "corpus_version", "libraries"}
+    assert set(key) == {"lr", "source", "libraries"}
     assert key["libraries"]["torch"] == torch.__version__
     assert key == experiment_key({"lr": 0.1})
     with pytest.raises(ValueError, match="source"):
@@ -512,8 +393,11 @@ def test_imported_modules_follows_imports_transitively_and_lazily():
     assert {"attention_book.seq2seq", "attention_book.masking", "attention_book.validation"} <= set(
         modules
     )
-    # data.corpus imports the training cache inside a function: still followed.
-    assert "attention_book.training.cache" in imported_modules("attention_book.data.corpus")
+    # History.plot imports the plotting helpers inside a function: followed with the drawing code.
+    assert "attention_book.plotting" in imported_modules(
+        "attention_book.training.loop", drawing_code=True
+    )
+    assert "attention_book.plotting" not in imported_modules("attention_book.training.loop")
     assert not any(
         m.startswith(("attention_book.figures", "attention_book.plotting")) for m in modules
     )

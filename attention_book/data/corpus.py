@@ -24,11 +24,15 @@ import random
 from collections.abc import Iterable, Sequence
 
 from attention_book.data.text import Vocab, preprocess, tokenize
+from attention_book.store import Run, cached, digest
 
 __all__ = [
     "CORPUS_VERSION",
+    "RUNS",
     "builtin_pairs",
     "builtin_splits",
+    "corpus_digest",
+    "corpus_key",
     "corpus_summary",
     "generate_splits",
     "main",
@@ -37,7 +41,8 @@ __all__ = [
 
 _SPLITS = ("train", "valid", "test")
 
-#: Bumped whenever the generator changes, so cached copies of an older corpus are not reused.
+#: Bump whenever the generator makes other sentences (the probe test says when it does): the
+#: stored corpus is keyed by it, and the models that read the corpus by a digest of it.
 CORPUS_VERSION = 3
 
 # Glue phrases: subjects with their French auxiliary (passé composé), verbs as past
@@ -254,12 +259,34 @@ def generate_splits(num_pairs: int, seed: int) -> dict[str, list[tuple[str, str]
     return split_pairs(pairs, seed=seed)
 
 
+def corpus_key(num_pairs: int, seed: int) -> dict[str, object]:
+    """The stored corpus's key: what generates it, as it declares it.
+
+    Args:
+        num_pairs: Number of sentences generated before deduplication.
+        seed: Seed of the generator and of the split.
+
+    Returns:
+        `CORPUS_VERSION`, the arguments and the versions of Babel and num2words (another CLDR
+        release may word things differently).
+    """
+    from importlib.metadata import version
+
+    return {
+        "corpus_version": CORPUS_VERSION,
+        "num_pairs": num_pairs,
+        "seed": seed,
+        "babel": version("babel"),
+        "num2words": version("num2words"),
+    }
+
+
 @functools.lru_cache(maxsize=4)
 def builtin_splits(num_pairs: int, seed: int) -> dict[str, list[tuple[str, str]]]:
-    """`generate_splits`, cached in memory and on disk.
+    """`generate_splits`, cached in memory and in the result store on disk.
 
     ``builtin_splits.cache_clear()`` empties the memory cache; the disk cache is
-    `attention_book.training.cached`'s.
+    `attention_book.store.cached`'s, under `corpus_key`.
 
     Args:
         num_pairs: Number of sentences generated before deduplication.
@@ -268,18 +295,25 @@ def builtin_splits(num_pairs: int, seed: int) -> dict[str, list[tuple[str, str]]
     Returns:
         The "train", "valid" and "test" lists of (English, French) pairs.
     """
-    from importlib.metadata import version
+    key = corpus_key(num_pairs, seed)
+    return cached("builtin-corpus", key, lambda: generate_splits(num_pairs, seed))
 
-    from attention_book.training import cached
 
-    config = {
-        "corpus_version": CORPUS_VERSION,
-        "num_pairs": num_pairs,
-        "seed": seed,
-        "babel": version("babel"),  # another CLDR release may word things differently
-        "num2words": version("num2words"),
-    }
-    return cached("builtin-corpus", config, lambda: generate_splits(num_pairs, seed))
+@functools.cache
+def corpus_digest(num_pairs: int = 15_000, seed: int = 0) -> str:
+    """A digest of the built-in corpus's three splits: what a model that reads it depends on.
+
+    The experiments put it in their keys, so that another corpus trains them again.
+
+    Args:
+        num_pairs: As in `builtin_pairs`.
+        seed: As in `builtin_pairs`.
+
+    Returns:
+        16 hex digits (`attention_book.store.digest`).
+    """
+    splits = builtin_splits(num_pairs, seed)
+    return digest([splits[name] for name in _SPLITS])
 
 
 def builtin_pairs(
@@ -289,8 +323,8 @@ def builtin_pairs(
 
     `num_pairs` sentences are generated with a seeded random generator, deduplicated on the
     source sentence, shuffled with the same seed and split 80/10/10. The splits share no pair.
-    The result is cached in memory and in the results cache on disk (``cache_dir()`` of
-    `attention_book.training`), so only the first call of all generates it.
+    The result is cached in memory and in the result store on disk (``cache_dir()`` of
+    `attention_book.store`), so only the first call of all generates it.
 
     Args:
         split: "train", "valid" or "test".
@@ -384,3 +418,27 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(
         f"generation: {generated:.2f} s; first call of builtin_pairs (disk cache): {loaded:.2f} s"
     )
+
+
+def _probe_corpus() -> dict[str, object]:
+    """What the probe test compares of the generator: a small corpus, its digest and sizes."""
+    splits = generate_splits(200, seed=0)
+    return {
+        "digest": digest([splits[name] for name in _SPLITS]),
+        "sizes": [len(splits[name]) for name in _SPLITS],
+        "first pairs": splits["train"][:3],
+    }
+
+
+#: The stored corpus, declared for the probe test: editing the generator so that it makes other
+#: sentences fails that test until `CORPUS_VERSION` is bumped.
+RUNS = (
+    Run(
+        "builtin-corpus",
+        CORPUS_VERSION,
+        probe=_probe_corpus,
+        result=lambda: builtin_splits(15_000, 0),
+        key=lambda: corpus_key(15_000, 0),
+        version_name="CORPUS_VERSION",
+    ),
+)

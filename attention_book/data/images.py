@@ -5,6 +5,8 @@ the class names and the image shape. `load_digits_data` is what the Vision Trans
 uses: the 1,797 8x8 digits ship with scikit-learn, which is imported only when they are loaded.
 `load_fashion_mnist` reads the four Fashion-MNIST IDX files from a directory and, if asked,
 downloads the missing ones with the verified `download` of `attention_book.data.files`.
+Two helpers of that chapter's experiment end the file: `balanced_subset` (a class-balanced
+sample of a training set) and `random_shift` (augmentation by whole-pixel shifts).
 """
 
 from __future__ import annotations
@@ -15,6 +17,8 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from torch import Tensor
+from torch.nn import functional as F
 from torch.utils.data import DataLoader, TensorDataset
 
 from attention_book.data.files import download, file_digest, read_idx
@@ -24,8 +28,10 @@ __all__ = [
     "FASHION_MNIST_FILES",
     "FASHION_MNIST_URL",
     "ImageData",
+    "balanced_subset",
     "load_digits_data",
     "load_fashion_mnist",
+    "random_shift",
 ]
 
 
@@ -263,3 +269,77 @@ def load_fashion_mnist(
         upsample_to,
         seed,
     )
+
+
+# --8<-- [start:balanced_subset]
+def balanced_subset(labels: Tensor, size: int, seed: int) -> Tensor:
+    """Indices of `size` examples with the classes as balanced as possible, chosen at random.
+
+    The examples are shuffled with `seed`, then taken round-robin over the classes: first one
+    example of each class, then a second of each, and so on.
+
+    Args:
+        labels: The class of each example.
+        size: How many examples to keep, at most ``len(labels)``.
+        seed: Seed of the shuffle.
+
+    Returns:
+        The chosen indices, in the shuffled order.
+
+    Shapes:
+        - labels: ``(n,)``
+        - returns: ``(size,)``
+
+    Raises:
+        ValueError: If `size` is not between 1 and ``len(labels)``.
+    """
+    if not 1 <= size <= len(labels):
+        raise ValueError(f"size must be in [1, {len(labels)}] (len(labels)), got {size}")
+    order = torch.randperm(len(labels), generator=torch.Generator().manual_seed(seed))
+    shuffled = labels[order]
+    rank = torch.zeros_like(shuffled)  # how many of the same class come before, in order
+    for label in shuffled.unique():
+        where = shuffled == label
+        rank[where] = torch.arange(int(where.sum()))
+    by_rank = torch.argsort(rank * len(labels) + torch.arange(len(labels)))  # stable round-robin
+    return order[by_rank[:size]]
+
+
+# --8<-- [end:balanced_subset]
+
+
+# --8<-- [start:random_shift]
+def random_shift(images: Tensor, max_shift: int, generator: torch.Generator) -> Tensor:
+    """Shift each image by a random whole number of pixels, filling with the background.
+
+    Each image moves by its own offset in ``[-max_shift, max_shift]`` along each axis; the
+    pixels that enter are the image's smallest value (the blank background of a digit).
+
+    Args:
+        images: A batch of images.
+        max_shift: Largest shift in pixels.
+        generator: The random generator of the shifts.
+
+    Returns:
+        The shifted images.
+
+    Shapes:
+        - images: ``(batch, channels, height, width)``
+        - returns: same as ``images``
+    """
+    if max_shift == 0:
+        return images
+    batch, _, height, width = images.shape
+    background = images.amin(dim=(1, 2, 3)).view(batch, 1, 1, 1)  # (batch, 1, 1, 1)
+    padded = F.pad(images - background, [max_shift] * 4) + background  # border = background
+    top = torch.randint(0, 2 * max_shift + 1, (batch,), generator=generator)
+    left = torch.randint(0, 2 * max_shift + 1, (batch,), generator=generator)
+    rows = top[:, None] + torch.arange(height)  # (batch, height)
+    cols = left[:, None] + torch.arange(width)  # (batch, width)
+    batch_index = torch.arange(batch)[:, None, None]  # (batch, 1, 1)
+    # Advanced indexing picks a (height, width) window per image: (batch, height, width, C).
+    windows = padded.permute(0, 2, 3, 1)[batch_index, rows[:, :, None], cols[:, None, :]]
+    return windows.permute(0, 3, 1, 2)  # (batch, channels, height, width)
+
+
+# --8<-- [end:random_shift]

@@ -5,66 +5,112 @@ source only through the encoder's final state (a fixed-length context vector), a
 Bahdanau attention. Both get the same data, the same optimizer, the same number of epochs and
 (within a few percent) the same number of parameters.
 
-The module reads in the order of the experiment: the configuration and the data, the two
-models, the loss, decoding, training and evaluation, the cached result, and the measurements
+The module reads in the order of the experiment: the configuration, the data, the two models,
+decoding, training and evaluation (`bahdanau_run`), the cached result, and the measurements
 the chapter reports (BLEU and exact matches by source length). The result (weights, timings,
-test translations) is cached under `experiment_key`, so the site build and the chapters'
-snippets train once, and any edit to the code they run trains again.
+test translations) is stored under the key the experiment declares (`bahdanau_cache_key`:
+its configuration, `VERSION`, the corpus and the library versions), so the site build, the
+chapters' snippets and the notebooks train once. `RUNS` declares it for the probe test, which
+replays `bahdanau_run` at `BAHDANAU_PROBE`, and for the referee, which compares its test BLEU
+with the recorded one.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
+from itertools import islice
 from typing import Any
 
-import torch
 from torch import nn
 
-from attention_book.data import TranslationData, load_translation_data, tokenize
+from attention_book.data.corpus import corpus_digest
+from attention_book.data.text import tokenize
+from attention_book.data.translation import TranslationData, load_translation_data
+from attention_book.decoding import Translation, beam_search, greedy_decode
 from attention_book.seq2seq import (
     EncoderDecoder,
     Seq2SeqAttentionDecoder,
     Seq2SeqDecoder,
     Seq2SeqEncoder,
-    Translation,
-    beam_search,
-    greedy_decode,
-    masked_cross_entropy,
-    num_parameters,
+    translation_loss,
 )
-from attention_book.training import bleu, cached, experiment_key, fit, set_seed
+from attention_book.store import Run, cached, declared_key
+from attention_book.timing import torch_threads
+from attention_book.training.loop import fit, set_seed
+from attention_book.training.metrics import bleu, num_parameters
 
 __all__ = [
     "BAHDANAU_CONFIG",
+    "BAHDANAU_PROBE",
     "LENGTH_BUCKETS",
+    "RUNS",
+    "VERSION",
+    "BahdanauConfig",
     "bahdanau_bleu_by_bucket",
     "bahdanau_cache_key",
     "bahdanau_data",
     "bahdanau_exact_match_by_bucket",
     "bahdanau_experiment",
+    "bahdanau_headline",
     "bahdanau_make_models",
+    "bahdanau_run",
     "bahdanau_test_references",
     "bahdanau_trained_models",
     "bahdanau_translate",
+    "limited",
     "token_bleu",
 ]
 
-#: The experiment's settings. Changing any value trains again (new cache entry).
-BAHDANAU_CONFIG: dict[str, Any] = {
-    "embed_size": 32,
-    "num_hiddens": 64,  # of the attention model; the plain model's is matched on parameters
-    "num_layers": 1,
-    "batch_size": 128,
-    "num_epochs": 6,
-    "lr": 0.005,
-    "grad_clip": 1.0,
-    "seed": 0,
-    "max_len": 60,  # most tokens a decoder may generate
-    "beam_size": 4,
-}
+#: Bump when what `bahdanau_run` computes changes for the same configuration (the models, the
+#: loss, the training, the decoding); not for a refactor, a docstring or a moved helper. The
+#: cached result and the recorded probe are keyed by it.
+VERSION = 1
+
+
+# --8<-- [start:config]
+@dataclass(frozen=True)
+class BahdanauConfig:
+    """The settings of the Bahdanau experiment: changing any of them trains again.
+
+    Attributes:
+        embed_size: Size of the token embeddings.
+        num_hiddens: Hidden size of the attention model; the plain model's is the size that
+            brings its parameter count closest.
+        num_layers: GRU layers of the encoder and of the decoder.
+        batch_size: Sentence pairs per batch (of similar lengths).
+        num_epochs: Passes over the training split.
+        lr: Adam's learning rate.
+        grad_clip: Largest global norm of the gradients.
+        seed: Seed of the initialization (the batches' order has its own, fixed).
+        max_len: Most tokens a decoder may generate.
+        beam_size: Width of the beam search.
+        max_batches: Train on the first this many batches of each epoch (the probe); None
+            for all of them.
+        max_sentences: Translate only the first this many test sentences (the probe); None
+            for all of them.
+    """
+
+    embed_size: int = 32
+    num_hiddens: int = 64
+    num_layers: int = 1
+    batch_size: int = 128
+    num_epochs: int = 6
+    lr: float = 0.005
+    grad_clip: float = 1.0
+    seed: int = 0
+    max_len: int = 60
+    beam_size: int = 4
+    max_batches: int | None = None
+    max_sentences: int | None = None
+
+
+#: The experiment of the chapter.
+BAHDANAU_CONFIG = BahdanauConfig()
+#: Its probe: the same code on two batches and six sentences, in about a second.
+BAHDANAU_PROBE = BahdanauConfig(num_epochs=2, max_batches=2, max_sentences=6)
+# --8<-- [end:config]
 
 #: Source-length buckets (number of tokens, both ends included) for BLEU against length.
 LENGTH_BUCKETS: list[tuple[int, int]] = [
@@ -79,21 +125,39 @@ LENGTH_BUCKETS: list[tuple[int, int]] = [
 ]
 
 
-def bahdanau_data() -> TranslationData:
+def bahdanau_data(batch_size: int = BAHDANAU_CONFIG.batch_size) -> TranslationData:
     """The built-in corpus in batches of sentences of similar length (little padding).
 
     Each call starts the training loader's seeded shuffling afresh, so both models see the
     same batches in the same order.
 
+    Args:
+        batch_size: Sentence pairs per batch.
+
     Returns:
         Vocabularies, loaders and raw sentence pairs.
     """
-    return load_translation_data(batch_size=BAHDANAU_CONFIG["batch_size"], bucket_by_length=True)
+    return load_translation_data(batch_size=batch_size, bucket_by_length=True)
+
+
+def limited(batches: Any, max_batches: int | None) -> Any:
+    """The first `max_batches` batches of a loader, as a list, or the loader itself for None.
+
+    A probe trains on a few batches through the same loop as the full run.
+
+    Args:
+        batches: A loader (or any iterable of batches).
+        max_batches: How many to keep, or None for all.
+
+    Returns:
+        `batches` itself, or a list of its first batches (the same in every epoch).
+    """
+    return batches if max_batches is None else list(islice(batches, max_batches))
 
 
 # --8<-- [start:make_models]
 def bahdanau_make_models(
-    src_vocab_size: int, tgt_vocab_size: int, config: dict[str, Any] = BAHDANAU_CONFIG
+    src_vocab_size: int, tgt_vocab_size: int, config: BahdanauConfig = BAHDANAU_CONFIG
 ) -> tuple[EncoderDecoder, EncoderDecoder]:
     """Build the two models of the experiment, with (nearly) the same number of parameters.
 
@@ -109,16 +173,16 @@ def bahdanau_make_models(
     Returns:
         (plain model, attention model).
     """
-    embed_size, num_layers = config["embed_size"], config["num_layers"]
+    embed_size, num_layers = config.embed_size, config.num_layers
 
     def build(decoder_class: type[nn.Module], num_hiddens: int) -> EncoderDecoder:
         encoder = Seq2SeqEncoder(src_vocab_size, embed_size, num_hiddens, num_layers)
         decoder = decoder_class(tgt_vocab_size, embed_size, num_hiddens, num_layers)
         return EncoderDecoder(encoder, decoder)
 
-    attention = build(Seq2SeqAttentionDecoder, config["num_hiddens"])
+    attention = build(Seq2SeqAttentionDecoder, config.num_hiddens)
     target = num_parameters(attention)
-    candidates = range(config["num_hiddens"], 2 * config["num_hiddens"])
+    candidates = range(config.num_hiddens, 2 * config.num_hiddens)
     plain_hiddens = min(
         candidates, key=lambda h: abs(num_parameters(build(Seq2SeqDecoder, h)) - target)
     )
@@ -128,23 +192,13 @@ def bahdanau_make_models(
 # --8<-- [end:make_models]
 
 
-# --8<-- [start:loss_fn]
-def _translation_loss(model: nn.Module, batch: Sequence[torch.Tensor]):
-    """`fit`'s loss: masked cross-entropy, weighted by the number of real target tokens."""
-    src, src_valid_len, tgt_input, tgt_valid_len, tgt_label = batch
-    logits = model(src, tgt_input, src_valid_len)
-    return masked_cross_entropy(logits, tgt_label, tgt_valid_len), float(tgt_valid_len.sum())
-
-
-# --8<-- [end:loss_fn]
-
-
 def bahdanau_translate(
     model: EncoderDecoder,
     data: TranslationData,
     sentences: Sequence[str],
     beam_size: int = 1,
     batch_size: int = 256,
+    max_len: int = BAHDANAU_CONFIG.max_len,
 ) -> list[Translation]:
     """Translate English sentences with greedy decoding (beam_size=1) or beam search.
 
@@ -154,6 +208,7 @@ def bahdanau_translate(
         sentences: Raw English sentences.
         beam_size: 1 for greedy decoding, more for beam search.
         batch_size: Sentences decoded together by greedy decoding.
+        max_len: Most tokens to generate per sentence.
 
     Returns:
         One `Translation` per sentence; `data.tgt_vocab.to_tokens(t.tokens)` gives the words.
@@ -162,7 +217,7 @@ def bahdanau_translate(
     for start in range(0, len(sentences), batch_size):
         src, src_valid_len = data.encode_sources(sentences[start : start + batch_size])
         src = src[:, : int(src_valid_len.max())]
-        args = (data.tgt_vocab.bos, data.tgt_vocab.eos, BAHDANAU_CONFIG["max_len"])
+        args = (data.tgt_vocab.bos, data.tgt_vocab.eos, max_len)
         if beam_size == 1:
             results += greedy_decode(model, src, src_valid_len, *args)
         else:
@@ -170,28 +225,38 @@ def bahdanau_translate(
     return results
 
 
-def _train_and_evaluate(config: dict[str, Any]) -> dict[str, Any]:
-    """Train both models on the same batches, then translate the test set with both."""
-    data = bahdanau_data()
-    set_seed(config["seed"])
+# --8<-- [start:run]
+def bahdanau_run(config: BahdanauConfig = BAHDANAU_CONFIG) -> dict[str, Any]:
+    """Train both models on the same batches, then translate the test set with both.
+
+    The full result (`bahdanau_experiment`) and the probe (`BAHDANAU_PROBE`) both come from
+    here. Training runs on one thread: these small recurrent steps gain nothing from more.
+
+    Args:
+        config: The experiment's settings.
+
+    Returns:
+        See `bahdanau_experiment`.
+    """
+    data = bahdanau_data(config.batch_size)
+    set_seed(config.seed)
     plain, attention = bahdanau_make_models(len(data.src_vocab), len(data.tgt_vocab), config)
-    sources = [source for source, _ in data.test_pairs]
+    sources = [source for source, _ in data.test_pairs][: config.max_sentences]
     result: dict[str, Any] = {"num_parameters": {}, "train_seconds": {}, "train_loss": {}}
     result |= {"state_dict": {}, "greedy": {}, "beam": {}, "num_hiddens": {}, "decode_seconds": {}}
-    num_threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # these small recurrent steps gain nothing from more threads
-    try:
+    with torch_threads(1):
         for name, model in (("plain", plain), ("attention", attention)):
-            set_seed(config["seed"])
-            loader = bahdanau_data().train_loader  # the same batches for both models
+            set_seed(config.seed)
+            # The same batches for both models: a fresh loader starts the same seeded order.
+            loader = limited(bahdanau_data(config.batch_size).train_loader, config.max_batches)
             start = time.perf_counter()
             history = fit(
                 model,
                 loader,
-                _translation_loss,
-                num_epochs=config["num_epochs"],
-                lr=config["lr"],
-                grad_clip=config["grad_clip"],
+                translation_loss,
+                num_epochs=config.num_epochs,
+                lr=config.lr,
+                grad_clip=config.grad_clip,
                 device="cpu",
             )
             result["train_seconds"][name] = time.perf_counter() - start
@@ -200,39 +265,38 @@ def _train_and_evaluate(config: dict[str, Any]) -> dict[str, Any]:
             result["num_hiddens"][name] = model.encoder.rnn.hidden_size
             result["state_dict"][name] = model.state_dict()
             result["decode_seconds"][name] = {}
-            for method, beam_size in (("greedy", 1), ("beam", config["beam_size"])):
+            for method, beam_size in (("greedy", 1), ("beam", config.beam_size)):
                 start = time.perf_counter()
-                translations = bahdanau_translate(model, data, sources, beam_size)
+                translations = bahdanau_translate(
+                    model, data, sources, beam_size, max_len=config.max_len
+                )
                 result["decode_seconds"][name][method] = time.perf_counter() - start
                 result[method][name] = [
                     " ".join(data.tgt_vocab.to_tokens(t.tokens)) for t in translations
                 ]
-    finally:
-        torch.set_num_threads(num_threads)
     return result
+
+
+# --8<-- [end:run]
 
 
 # --8<-- [start:experiment]
 def bahdanau_cache_key() -> dict[str, Any]:
-    """The experiment's cache key: everything its result depends on.
+    """The experiment's key in the store: what its result depends on, as it declares it.
 
-    `experiment_key` adds the source of every package module this one runs, the corpus
-    version and the library versions to `BAHDANAU_CONFIG`; a digest of the sentence pairs
-    themselves is added too, so any change of the data trains again.
+    The configuration, this module's `VERSION`, a digest of the corpus it reads and the
+    library versions (`declared_key`): no source code, so a refactor trains nothing.
 
     Returns:
         A dict of JSON values, for `cached`.
     """
-    data = bahdanau_data()
-    pairs = [data.train_pairs, data.valid_pairs, data.test_pairs]
-    digest = hashlib.sha256(json.dumps(pairs).encode()).hexdigest()[:16]
-    return experiment_key({**BAHDANAU_CONFIG, "data": digest}, __name__)
+    return declared_key(BAHDANAU_CONFIG, VERSION, corpus=corpus_digest())
 
 
 def bahdanau_experiment() -> dict[str, Any]:
     """Train (or load from the cache) both models and their test-set translations.
 
-    The first call trains (about a minute per model on two CPU cores); every later call
+    The first call trains (about a minute per model on one CPU core); every later call
     with the same `bahdanau_cache_key` loads.
 
     Returns:
@@ -241,7 +305,7 @@ def bahdanau_experiment() -> dict[str, Any]:
         translations "greedy" and "beam" (one string of tokens per test sentence) and the
         "decode_seconds" of each method.
     """
-    return cached("bahdanau", bahdanau_cache_key(), lambda: _train_and_evaluate(BAHDANAU_CONFIG))
+    return cached("bahdanau", bahdanau_cache_key(), lambda: bahdanau_run(BAHDANAU_CONFIG))
 
 
 # --8<-- [end:experiment]
@@ -262,7 +326,7 @@ def bahdanau_trained_models() -> tuple[EncoderDecoder, EncoderDecoder, Translati
 
 
 # ---------------------------------------------------------------------------------------------
-# Measurements on the test set
+# Measurements on the test set, and the declaration of the run
 
 
 def bahdanau_test_references() -> tuple[list[str], list[int]]:
@@ -334,3 +398,35 @@ def bahdanau_exact_match_by_bucket(
         exact = sum(hypotheses[i] == references[i] for i in chosen)
         shares.append(100 * exact / len(chosen))
     return shares
+
+
+def bahdanau_headline(result: dict[str, Any]) -> dict[str, float]:
+    """The numbers the chapter's conclusion rests on: test BLEU of both models, both decoders.
+
+    Args:
+        result: `bahdanau_experiment`'s result.
+
+    Returns:
+        ``{"BLEU, plain, greedy": ..., ...}``, from 0 to 100.
+    """
+    references, _ = bahdanau_test_references()
+    return {
+        f"BLEU, {name}, {method}": token_bleu(result[method][name], references)
+        for name in ("plain", "attention")
+        for method in ("greedy", "beam")
+    }
+
+
+#: The cached run of this module, for the probe test and the referee. A BLEU score may move by
+#: 1 point: the same training on another CPU rounds differently and ends a little elsewhere.
+RUNS = (
+    Run(
+        "bahdanau",
+        VERSION,
+        probe=lambda: bahdanau_run(BAHDANAU_PROBE),
+        result=bahdanau_experiment,
+        key=bahdanau_cache_key,
+        headline=bahdanau_headline,
+        tolerance=1.0,
+    ),
+)

@@ -17,7 +17,7 @@ import functools
 
 import torch
 
-from attention_book.flash import naive_attention, tiled_attention_forward
+from attention_book.flash.reference import naive_attention, tiled_attention_forward
 from attention_book.memory import measure_tensor_memory
 
 __all__ = [

@@ -10,43 +10,79 @@ A softmax head returns one weighted average of the values. To answer both questi
 must spread its weight over both neighbours, and a linear read-out cannot tell which of the two
 mixed tokens came from the left and which from the right. Two heads can each take one
 neighbour and keep them apart in separate features. The experiment measures whether training
-finds this, over several seeds, and caches the result under `experiment_key`.
+finds this, over several seeds, and stores the result under the key it declares
+(`multihead_cache_key`). The model, `attention_book.multihead.NeighborReader`, lives with the
+layer it is built from.
 """
 
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from typing import Any
 
 import torch
 from torch import Tensor, nn
 from torch.nn import functional as F
 
-from attention_book.multihead import MultiHeadAttention
-from attention_book.positional import LearnedPositionalEmbedding
-from attention_book.training import cached, experiment_key, fit, set_seed
+from attention_book.multihead import NeighborReader
+from attention_book.store import Run, cached, declared_key
+from attention_book.timing import torch_threads
+from attention_book.training.loop import fit, set_seed
+from attention_book.training.metrics import num_parameters
 
 __all__ = [
     "MULTIHEAD_CONFIG",
-    "NeighborReader",
+    "MULTIHEAD_PROBE",
+    "RUNS",
+    "VERSION",
+    "MultiheadConfig",
+    "multihead_cache_key",
     "multihead_experiment",
+    "multihead_headline",
     "multihead_neighbor_batch",
+    "multihead_run",
     "multihead_trained_model",
 ]
 
-#: The experiment's settings. Changing any value trains again (new cache entry).
-MULTIHEAD_CONFIG: dict[str, Any] = {
-    "vocab_size": 16,
-    "num_steps": 16,
-    "num_hiddens": 32,
-    "head_counts": [1, 2, 4],
-    "seeds": [0, 1, 2],
-    "batch_size": 128,
-    "batches_per_epoch": 50,
-    "num_epochs": 10,
-    "lr": 0.003,
-    "test_size": 1000,
-}
+#: Bump when what `multihead_run` computes changes for the same configuration; not for a
+#: refactor, a docstring or a moved helper.
+VERSION = 1
+
+
+@dataclass(frozen=True)
+class MultiheadConfig:
+    """The settings of the experiment: changing any of them trains again.
+
+    Attributes:
+        vocab_size: Number of distinct tokens.
+        num_steps: Length of every sequence.
+        num_hiddens: Width of the embeddings and of the attention layer, all heads together.
+        head_counts: The numbers of heads compared.
+        seeds: One model per number of heads and seed.
+        batch_size: Sequences per batch.
+        batches_per_epoch: Batches drawn once and seen in every epoch.
+        num_epochs: Passes over them.
+        lr: Adam's learning rate.
+        test_size: Fresh sequences the accuracy is measured on.
+    """
+
+    vocab_size: int = 16
+    num_steps: int = 16
+    num_hiddens: int = 32
+    head_counts: tuple[int, ...] = (1, 2, 4)
+    seeds: tuple[int, ...] = (0, 1, 2)
+    batch_size: int = 128
+    batches_per_epoch: int = 50
+    num_epochs: int = 10
+    lr: float = 0.003
+    test_size: int = 1000
+
+
+#: The experiment of the chapter.
+MULTIHEAD_CONFIG = MultiheadConfig()
+#: Its probe: every number of heads, one seed, two batches, two epochs.
+MULTIHEAD_PROBE = MultiheadConfig(seeds=(0,), batches_per_epoch=2, num_epochs=2, test_size=64)
 
 
 # --8<-- [start:neighbor_batch]
@@ -77,41 +113,6 @@ def multihead_neighbor_batch(
 # --8<-- [end:neighbor_batch]
 
 
-# --8<-- [start:NeighborReader]
-class NeighborReader(nn.Module):
-    """Embeddings, one multi-head self-attention layer, and a linear read-out of two answers.
-
-    Args:
-        vocab_size: Number of distinct tokens.
-        num_steps: Sequence length (number of learned positions).
-        num_hiddens: Width of the embeddings and of the attention layer (all heads together).
-        num_heads: Number of heads; each has ``num_hiddens // num_heads`` features.
-
-    Shapes:
-        - tokens: ``(batch, num_steps)``
-        - output: ``(batch, num_steps, 2, vocab_size)``, logits of the two answers
-    """
-
-    def __init__(self, vocab_size: int, num_steps: int, num_hiddens: int, num_heads: int):
-        super().__init__()
-        self.vocab_size = vocab_size
-        self.embedding = nn.Embedding(vocab_size, num_hiddens)
-        # Unit-scale initial positions, so the heads can tell positions apart from the start.
-        self.positions = LearnedPositionalEmbedding(num_hiddens, max_len=num_steps, init_std=1.0)
-        self.attention = MultiHeadAttention(num_hiddens, num_heads)
-        self.read_out = nn.Linear(num_hiddens, 2 * vocab_size)
-
-    def forward(self, tokens: Tensor) -> Tensor:
-        """Return the logits of the left and the right neighbour of every position."""
-        X = self.positions(self.embedding(tokens))  # (batch, num_steps, num_hiddens)
-        Y = self.attention(X, X, X)  # self-attention: (batch, num_steps, num_hiddens)
-        logits = self.read_out(Y)  # (batch, num_steps, 2 * vocab_size)
-        return logits.unflatten(-1, (2, self.vocab_size))  # (batch, num_steps, 2, vocab)
-
-
-# --8<-- [end:NeighborReader]
-
-
 def _loss(model: nn.Module, batch: tuple[Tensor, Tensor]) -> Tensor:
     """`fit`'s loss: cross-entropy of both answers at every position."""
     tokens, targets = batch
@@ -126,30 +127,35 @@ def _accuracy(model: nn.Module, tokens: Tensor, targets: Tensor) -> list[float]:
     return right.float().mean(dim=(0, 1)).tolist()
 
 
-def _train_all(config: dict[str, Any]) -> dict[str, Any]:
-    """Train one model per (number of heads, seed) and measure it on the same test set."""
-    sizes = config["num_steps"], config["vocab_size"]
-    test = multihead_neighbor_batch(config["test_size"], *sizes, torch.Generator().manual_seed(999))
+def multihead_run(config: MultiheadConfig = MULTIHEAD_CONFIG) -> dict[str, Any]:
+    """Train one model per (number of heads, seed) and measure it on the same test set.
+
+    The full result (`multihead_experiment`) and the probe (`MULTIHEAD_PROBE`) both come from
+    here. Training runs on one thread: these tiny matrices gain nothing from more.
+
+    Args:
+        config: The experiment's settings.
+
+    Returns:
+        See `multihead_experiment`.
+    """
+    sizes = config.num_steps, config.vocab_size
+    test = multihead_neighbor_batch(config.test_size, *sizes, torch.Generator().manual_seed(999))
     result: dict[str, Any] = {"runs": [], "state_dict": {}}
-    num_threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # these tiny matrices gain nothing from more threads
-    try:
-        for num_heads in config["head_counts"]:
-            for seed in config["seeds"]:
+    with torch_threads(1):
+        for num_heads in config.head_counts:
+            for seed in config.seeds:
                 set_seed(seed)
                 model = NeighborReader(
-                    config["vocab_size"], config["num_steps"], config["num_hiddens"], num_heads
+                    config.vocab_size, config.num_steps, config.num_hiddens, num_heads
                 )
                 generator = torch.Generator().manual_seed(1000 + seed)
-                num_batches = config["batches_per_epoch"]
                 loader = [
-                    multihead_neighbor_batch(config["batch_size"], *sizes, generator)
-                    for _ in range(num_batches)
+                    multihead_neighbor_batch(config.batch_size, *sizes, generator)
+                    for _ in range(config.batches_per_epoch)
                 ]  # a fresh sample of the task for every epoch would change nothing here
                 start = time.perf_counter()
-                history = fit(
-                    model, loader, _loss, config["num_epochs"], lr=config["lr"], device="cpu"
-                )
+                history = fit(model, loader, _loss, config.num_epochs, lr=config.lr, device="cpu")
                 seconds = time.perf_counter() - start
                 before, after = _accuracy(model, *test)
                 result["runs"].append(
@@ -160,22 +166,32 @@ def _train_all(config: dict[str, Any]) -> dict[str, Any]:
                         "accuracy_after": after,
                         "train_loss": history.train_loss,
                         "train_seconds": seconds,
-                        "num_parameters": sum(p.numel() for p in model.parameters()),
+                        "num_parameters": num_parameters(model),
                     }
                 )
-                if seed == config["seeds"][0]:
+                if seed == config.seeds[0]:
                     result["state_dict"][str(num_heads)] = model.state_dict()
-    finally:
-        torch.set_num_threads(num_threads)
     return result
 
 
 # --8<-- [start:experiment]
+def multihead_cache_key() -> dict[str, Any]:
+    """The experiment's key in the store: its configuration, `VERSION` and library versions.
+
+    The task's sequences are drawn from seeds of the configuration, so no data digest is
+    needed.
+
+    Returns:
+        A dict of JSON values, for `cached`.
+    """
+    return declared_key(MULTIHEAD_CONFIG, VERSION)
+
+
 def multihead_experiment() -> dict[str, Any]:
     """Train (or load from the cache) every model of the experiment.
 
     The first call trains ``len(head_counts) * len(seeds)`` small models (a few seconds each
-    on one CPU core); later calls with the same configuration and code load the result.
+    on one CPU core); later calls with the same `multihead_cache_key` load the result.
 
     Returns:
         ``"runs"``: one dict per model with "num_heads", "seed", "accuracy_before",
@@ -183,8 +199,7 @@ def multihead_experiment() -> dict[str, Any]:
         "train_seconds" and "num_parameters"; ``"state_dict"``: the weights of the first
         seed's model for each number of heads (keys ``"1"``, ``"2"``, ...).
     """
-    key = experiment_key(MULTIHEAD_CONFIG, __name__)
-    return cached("multihead", key, lambda: _train_all(MULTIHEAD_CONFIG))
+    return cached("multihead", multihead_cache_key(), lambda: multihead_run(MULTIHEAD_CONFIG))
 
 
 # --8<-- [end:experiment]
@@ -194,7 +209,7 @@ def multihead_trained_model(num_heads: int) -> NeighborReader:
     """The trained model of the first seed with `num_heads` heads (from the cache).
 
     Args:
-        num_heads: One of ``MULTIHEAD_CONFIG["head_counts"]``.
+        num_heads: One of ``MULTIHEAD_CONFIG.head_counts``.
 
     Returns:
         The model, in eval mode.
@@ -203,10 +218,40 @@ def multihead_trained_model(num_heads: int) -> NeighborReader:
         ValueError: If the experiment trained no model with `num_heads` heads.
     """
     config = MULTIHEAD_CONFIG
-    if num_heads not in config["head_counts"]:
-        raise ValueError(f"num_heads must be one of {config['head_counts']}, got {num_heads}")
-    model = NeighborReader(
-        config["vocab_size"], config["num_steps"], config["num_hiddens"], num_heads
-    )
+    if num_heads not in config.head_counts:
+        raise ValueError(f"num_heads must be one of {list(config.head_counts)}, got {num_heads}")
+    model = NeighborReader(config.vocab_size, config.num_steps, config.num_hiddens, num_heads)
     model.load_state_dict(multihead_experiment()["state_dict"][str(num_heads)])
     return model.eval()
+
+
+def multihead_headline(result: dict[str, Any]) -> dict[str, float]:
+    """The numbers the chapter's conclusion rests on: mean test accuracy per number of heads.
+
+    Args:
+        result: `multihead_experiment`'s result.
+
+    Returns:
+        ``{"accuracy %, 1 head": ..., ...}``: both answers and all seeds averaged, in percent.
+    """
+    numbers = {}
+    for num_heads in sorted({run["num_heads"] for run in result["runs"]}):
+        runs = [run for run in result["runs"] if run["num_heads"] == num_heads]
+        mean = sum(run["accuracy_before"] + run["accuracy_after"] for run in runs) / len(runs)
+        numbers[f"accuracy %, {num_heads} head{'s' if num_heads > 1 else ''}"] = 50 * mean
+    return numbers
+
+
+#: The cached run of this module. An accuracy may move by 2 points: the same training on
+#: another CPU rounds differently.
+RUNS = (
+    Run(
+        "multihead",
+        VERSION,
+        probe=lambda: multihead_run(MULTIHEAD_PROBE),
+        result=multihead_experiment,
+        key=multihead_cache_key,
+        headline=multihead_headline,
+        tolerance=2.0,
+    ),
+)

@@ -5,8 +5,9 @@ variant gets the same data, the same batches, the same optimizer and the same nu
 each differs from the baseline (multi-head attention, rotary positions, softmax attention) in
 one thing: grouped-query attention with 2 key/value heads, multi-query attention (1 head),
 sinusoidal positions, or causal linear attention. The baseline is trained a second time with
-another seed, which shows how much two runs of the same model differ. Each run is cached under
-its own `experiment_key`.
+another seed, which shows how much two runs of the same model differ. Each run is stored under
+the key it declares (`optimizations_cache_key`), and `RUNS` declares them all for the probe
+test and the referee.
 
 The measurements that do not train run when a figure asks for them: the time per generated
 token with and without the key/value cache, the time and memory of linear against softmax
@@ -19,6 +20,7 @@ from __future__ import annotations
 import functools
 import statistics
 import time
+from dataclasses import dataclass, replace
 from typing import Any
 
 import torch
@@ -26,26 +28,36 @@ import torch.nn.functional as F
 from torch.utils.data import DataLoader, TensorDataset
 
 from attention_book.attention import DotProductAttention
-from attention_book.data import builtin_pairs
+from attention_book.data.corpus import builtin_pairs, corpus_digest
 from attention_book.gpt import GPT
 from attention_book.linear_attention import linear_attention
 from attention_book.memory import measure_tensor_memory
 from attention_book.rotary import apply_rotary
-from attention_book.training import cached, experiment_key, fit, set_seed
+from attention_book.store import Run, cached, declared_key
+from attention_book.timing import median_seconds, torch_threads
+from attention_book.training.loop import fit, set_seed
+from attention_book.training.metrics import num_parameters
 
 __all__ = [
     "LINEAR_HEAD_DIM",
     "LINEAR_SEQ_LENS",
     "OPTIMIZATIONS_CONFIG",
+    "OPTIMIZATIONS_PROBE",
     "PUBLISHED_MODELS",
+    "RUNS",
     "VARIANTS",
+    "VERSION",
+    "OptimizationsConfig",
     "generation_timings",
     "kv_cache_bytes",
     "linear_attention_measurements",
+    "optimizations_cache_key",
     "optimizations_decode",
     "optimizations_encode",
     "optimizations_experiment",
+    "optimizations_headline",
     "optimizations_make_model",
+    "optimizations_run",
     "optimizations_text",
     "optimizations_trained_model",
     "optimizations_vocab",
@@ -53,19 +65,46 @@ __all__ = [
     "rope_offset_errors",
 ]
 
-#: The experiment's settings. Changing any value trains again (new cache entries).
-OPTIMIZATIONS_CONFIG: dict[str, Any] = {
-    "context": 128,  # characters per training window
-    "num_hiddens": 64,
-    "num_heads": 4,
-    "num_blks": 2,
-    "batch_size": 16,
-    "num_steps": 500,
-    "lr": 3e-3,
-    "grad_clip": 1.0,
-    "seed": 0,
-    "valid_windows": 200,  # validation windows of 2 * context characters
-}
+#: Bump when what `optimizations_run` computes changes for the same configuration (the GPT,
+#: its training, the validation loss); not for a refactor, a docstring or a moved helper.
+VERSION = 1
+
+
+@dataclass(frozen=True)
+class OptimizationsConfig:
+    """The settings of one run of the experiment: changing any of them trains again.
+
+    Attributes:
+        context: Characters per training window.
+        num_hiddens: Width of the GPT.
+        num_heads: Query heads per layer.
+        num_blks: Transformer blocks.
+        batch_size: Windows per batch.
+        num_steps: Optimizer steps (one pass over fresh windows).
+        lr: Adam's learning rate.
+        grad_clip: Largest global norm of the gradients.
+        seed: Seed of the initialization and of the training windows.
+        valid_windows: Validation windows, each ``2 * context`` characters long.
+        variant: Which variant of `VARIANTS` is trained.
+    """
+
+    context: int = 128
+    num_hiddens: int = 64
+    num_heads: int = 4
+    num_blks: int = 2
+    batch_size: int = 16
+    num_steps: int = 500
+    lr: float = 3e-3
+    grad_clip: float = 1.0
+    seed: int = 0
+    valid_windows: int = 200
+    variant: str = "baseline"
+
+
+#: The experiment of the chapter (the baseline; every variant changes only `variant`).
+OPTIMIZATIONS_CONFIG = OptimizationsConfig()
+#: Its probe: three steps on short windows, run for every variant.
+OPTIMIZATIONS_PROBE = OptimizationsConfig(context=32, batch_size=4, num_steps=3, valid_windows=4)
 
 #: What each variant changes in the baseline GPT (keyword arguments of `GPT`).
 VARIANTS: dict[str, dict[str, Any]] = {
@@ -200,7 +239,7 @@ def _next_token_loss(model: GPT, batch: tuple[torch.Tensor]) -> torch.Tensor:
 
 # --8<-- [start:make_model]
 def optimizations_make_model(
-    variant: str = "baseline", config: dict[str, Any] = OPTIMIZATIONS_CONFIG
+    variant: str = "baseline", config: OptimizationsConfig = OPTIMIZATIONS_CONFIG
 ) -> GPT:
     """The GPT of one variant of the experiment (untrained).
 
@@ -218,10 +257,10 @@ def optimizations_make_model(
         raise ValueError(f"variant must be one of {sorted(VARIANTS)}, got {variant!r}")
     return GPT(
         len(optimizations_vocab()),
-        config["num_hiddens"],
-        config["num_heads"],
-        config["num_blks"],
-        max_len=4 * config["context"],
+        config.num_hiddens,
+        config.num_heads,
+        config.num_blks,
+        max_len=4 * config.context,
         **VARIANTS[variant],
     )
 
@@ -240,27 +279,38 @@ def _loss_by_position(model: GPT, windows: torch.Tensor) -> list[float]:
     return torch.cat(losses).mean(dim=0).tolist()
 
 
-def _train(variant: str, seed: int, config: dict[str, Any]) -> dict[str, Any]:
-    """Train one variant on the same batches as every other, and measure its validation loss."""
-    steps, batch_size, context = config["num_steps"], config["batch_size"], config["context"]
+def optimizations_run(config: OptimizationsConfig = OPTIMIZATIONS_CONFIG) -> dict[str, Any]:
+    """Train one variant on the same batches as every other, and measure its validation loss.
+
+    The full results (`optimizations_experiment`) and the probes (`OPTIMIZATIONS_PROBE`) all
+    come from here. Training runs on one thread: small matrices gain little from a second,
+    and on a loaded machine threads that wait for each other lose much more.
+
+    Args:
+        config: The run's settings; ``config.variant`` is the variant trained.
+
+    Returns:
+        See `optimizations_experiment`.
+
+    Raises:
+        ValueError: If ``config.variant`` is not a key of `VARIANTS`.
+    """
+    steps, batch_size, context = config.num_steps, config.batch_size, config.context
+    seed = config.seed
     train = _windows(optimizations_text("train"), steps * batch_size, context, seed)
     # Windows twice as long as in training: positions past `context` were never trained.
-    valid = _windows(optimizations_text("valid"), config["valid_windows"], 2 * context, 1)
+    valid = _windows(optimizations_text("valid"), config.valid_windows, 2 * context, 1)
     set_seed(seed)
-    model = optimizations_make_model(variant, config)
+    model = optimizations_make_model(config.variant, config)
     loader = DataLoader(TensorDataset(train), batch_size=batch_size)
-    num_threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # small matrices: a second thread gains little, and on a
-    try:  # loaded machine threads that wait for each other lose much more
+    with torch_threads(1):
         start, cpu_start = time.perf_counter(), time.process_time()
         history = fit(
-            model, loader, _next_token_loss, num_epochs=1, lr=config["lr"],
-            grad_clip=config["grad_clip"], device="cpu",
+            model, loader, _next_token_loss, num_epochs=1, lr=config.lr,
+            grad_clip=config.grad_clip, device="cpu",
         )  # fmt: skip
         seconds, cpu_seconds = time.perf_counter() - start, time.process_time() - cpu_start
         by_position = _loss_by_position(model.eval(), valid)
-    finally:
-        torch.set_num_threads(num_threads)
     return {
         "state_dict": model.state_dict(),
         "train_loss": history.train_loss[-1],
@@ -268,16 +318,43 @@ def _train(variant: str, seed: int, config: dict[str, Any]) -> dict[str, Any]:
         "loss_by_position": by_position,
         "train_seconds": seconds,
         "train_cpu_seconds": cpu_seconds,
-        "num_parameters": sum(p.numel() for p in model.parameters()),
+        "num_parameters": num_parameters(model),
     }
 
 
+def _config(variant: str, seed: int | None) -> OptimizationsConfig:
+    if variant not in VARIANTS:
+        raise ValueError(f"variant must be one of {sorted(VARIANTS)}, got {variant!r}")
+    return replace(OPTIMIZATIONS_CONFIG, variant=variant, seed=0 if seed is None else seed)
+
+
 # --8<-- [start:experiment]
+def optimizations_cache_key(variant: str = "baseline", seed: int | None = None) -> dict[str, Any]:
+    """One variant's key in the store: what its result depends on, as it declares it.
+
+    The configuration (with the variant and the seed), this module's `VERSION`, what the
+    variant changes in the GPT, a digest of the corpus whose French side it reads, and the
+    library versions (`declared_key`).
+
+    Args:
+        variant: A key of `VARIANTS`.
+        seed: As in `optimizations_experiment`.
+
+    Returns:
+        A dict of JSON values, for `cached`.
+
+    Raises:
+        ValueError: If `variant` is not a key of `VARIANTS`.
+    """
+    config = _config(variant, seed)
+    return declared_key(config, VERSION, changes=VARIANTS[variant], corpus=corpus_digest())
+
+
 def optimizations_experiment(variant: str = "baseline", seed: int | None = None) -> dict[str, Any]:
     """Train (or load from the cache) one variant of the chapter's GPT.
 
-    The first call trains (about half a minute per variant on two CPU cores); later calls with
-    the same code and configuration load.
+    The first call trains (about a quarter of a minute per variant on one CPU core); later
+    calls with the same `optimizations_cache_key` load.
 
     Args:
         variant: A key of `VARIANTS`.
@@ -293,13 +370,9 @@ def optimizations_experiment(variant: str = "baseline", seed: int | None = None)
     Raises:
         ValueError: If `variant` is not a key of `VARIANTS`.
     """
-    if variant not in VARIANTS:
-        raise ValueError(f"variant must be one of {sorted(VARIANTS)}, got {variant!r}")
-    seed = OPTIMIZATIONS_CONFIG["seed"] if seed is None else seed
-    config = {**OPTIMIZATIONS_CONFIG, "seed": seed, "variant": variant}
-    key = experiment_key({**config, "changes": VARIANTS[variant]}, __name__)
-    name = f"optimizations-{variant}-seed{seed}"
-    return cached(name, key, lambda: _train(variant, seed, OPTIMIZATIONS_CONFIG))
+    config = _config(variant, seed)
+    name = f"optimizations-{variant}-seed{config.seed}"
+    return cached(name, optimizations_cache_key(variant, seed), lambda: optimizations_run(config))
 
 
 # --8<-- [end:experiment]
@@ -346,26 +419,21 @@ def generation_timings(max_new_tokens: int = 512, repeats: int = 3) -> dict[str,
     prompt = optimizations_encode("L")[None, :]  # (1, 1)
     times: dict[str, list[list[float]]] = {"cache": [], "no_cache": []}
     outputs = {}
-    num_threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        with torch.no_grad():
-            for _ in range(repeats):
-                for method in times:
-                    tokens, step_times = prompt, []
-                    cache = model.new_cache(1, 1 + max_new_tokens) if method == "cache" else None
-                    step_input = tokens
-                    for _ in range(max_new_tokens):
-                        start = time.thread_time()
-                        logits = model(step_input, cache) if cache is not None else model(tokens)
-                        next_token = logits[:, -1].argmax(dim=-1, keepdim=True)  # (1, 1)
-                        step_times.append(time.thread_time() - start)
-                        tokens = torch.cat([tokens, next_token], dim=1)
-                        step_input = next_token
-                    times[method].append(step_times)
-                    outputs[method] = tokens
-    finally:
-        torch.set_num_threads(num_threads)
+    with torch_threads(1), torch.no_grad():
+        for _ in range(repeats):
+            for method in times:
+                tokens, step_times = prompt, []
+                cache = model.new_cache(1, 1 + max_new_tokens) if method == "cache" else None
+                step_input = tokens
+                for _ in range(max_new_tokens):
+                    start = time.thread_time()
+                    logits = model(step_input, cache) if cache is not None else model(tokens)
+                    next_token = logits[:, -1].argmax(dim=-1, keepdim=True)  # (1, 1)
+                    step_times.append(time.thread_time() - start)
+                    tokens = torch.cat([tokens, next_token], dim=1)
+                    step_input = next_token
+                times[method].append(step_times)
+                outputs[method] = tokens
     best = {m: [min(column) for column in zip(*runs, strict=True)] for m, runs in times.items()}
     return {
         "positions": list(range(1, max_new_tokens + 1)),
@@ -373,17 +441,6 @@ def generation_timings(max_new_tokens: int = 512, repeats: int = 3) -> dict[str,
         "same_tokens": bool(torch.equal(outputs["cache"], outputs["no_cache"])),
         "text": optimizations_decode(outputs["cache"][0]),
     }
-
-
-def _median_seconds(function, *args, repeats: int = 3) -> float:
-    """Median CPU time of this thread over `repeats` calls, after one warm-up call."""
-    function(*args)
-    seconds = []
-    for _ in range(repeats):
-        start = time.thread_time()
-        function(*args)
-        seconds.append(time.thread_time() - start)
-    return statistics.median(seconds)
 
 
 @functools.cache
@@ -411,19 +468,16 @@ def linear_attention_measurements() -> dict[str, Any]:
     }
     result: dict[str, Any] = {"seq_lens": list(LINEAR_SEQ_LENS)}
     result |= {name: {"seconds": [], "bytes": []} for name in methods}
-    num_threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # one thread: less disturbed by the other work of a machine
-    try:
-        with torch.no_grad():
-            for n in LINEAR_SEQ_LENS:
-                generator = torch.Generator().manual_seed(n)
-                shape = (1, 4, n, LINEAR_HEAD_DIM)
-                q, k, v = (torch.randn(shape, generator=generator) for _ in range(3))
-                for name, method in methods.items():
-                    result[name]["seconds"].append(_median_seconds(method, q, k, v))
-                    result[name]["bytes"].append(measure_tensor_memory(method, q, k, v)[1])
-    finally:
-        torch.set_num_threads(num_threads)
+    # One thread: less disturbed by the other work of a machine.
+    with torch_threads(1), torch.no_grad():
+        for n in LINEAR_SEQ_LENS:
+            generator = torch.Generator().manual_seed(n)
+            shape = (1, 4, n, LINEAR_HEAD_DIM)
+            q, k, v = (torch.randn(shape, generator=generator) for _ in range(3))
+            for name, method in methods.items():
+                call = functools.partial(method, q, k, v)
+                result[name]["seconds"].append(median_seconds(call, 3, time.thread_time))
+                result[name]["bytes"].append(measure_tensor_memory(method, q, k, v)[1])
     return result
 
 
@@ -499,3 +553,32 @@ def rope_offset_errors(
             "relative": (difference / scale).max().item(),
         }
     return result
+
+
+def optimizations_headline(result: dict[str, Any]) -> dict[str, float]:
+    """The number the chapter compares the variants by: the validation loss.
+
+    Args:
+        result: `optimizations_experiment`'s result for one variant.
+
+    Returns:
+        ``{"validation loss, nats per character": ...}`` over the trained positions.
+    """
+    return {"validation loss, nats per character": result["valid_loss"]}
+
+
+def _declared(variant: str, seed: int) -> Run:
+    return Run(
+        f"optimizations-{variant}-seed{seed}",
+        VERSION,
+        probe=lambda: optimizations_run(replace(OPTIMIZATIONS_PROBE, variant=variant, seed=seed)),
+        result=lambda: optimizations_experiment(variant, seed),
+        key=lambda: optimizations_cache_key(variant, seed),
+        headline=optimizations_headline,
+        tolerance=0.02,
+    )
+
+
+#: The cached runs of this module: every variant, and the baseline with a second seed. A
+#: validation loss may move by 0.02 nats: the same training on another CPU rounds differently.
+RUNS = (*(_declared(variant, 0) for variant in VARIANTS), _declared("baseline", 1))

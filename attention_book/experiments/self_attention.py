@@ -19,13 +19,13 @@ show the same run.
 from __future__ import annotations
 
 import math
-import time
-from functools import cache
+from functools import cache, partial
 
 import torch
 from torch import Tensor, nn
 
 from attention_book.multihead import MultiHeadAttention
+from attention_book.timing import median_seconds, torch_threads
 
 __all__ = [
     "FIT_FROM",
@@ -105,19 +105,6 @@ def self_attention_layers(num_hiddens: int) -> dict[str, nn.Module]:
 # --8<-- [end:layers]
 
 
-def _median_seconds(layer: nn.Module, X: Tensor, repeats: int) -> float:
-    """Median wall-clock time of ``layer(X)`` over `repeats` calls, after one warm-up call."""
-    times = []
-    with torch.no_grad():
-        layer(X)
-        for _ in range(repeats):
-            start = time.perf_counter()
-            layer(X)
-            times.append(time.perf_counter() - start)
-    times.sort()
-    return times[len(times) // 2]
-
-
 def fitted_slope(lengths: list[int] | tuple[int, ...], seconds: list[float]) -> float:
     """Slope of the least-squares line through ``(log n, log t)``: ``t`` grows like ``n**slope``.
 
@@ -156,22 +143,19 @@ def self_attention_timings(repeats: int = 5) -> dict[str, dict[str, list[float] 
     """
     torch.manual_seed(0)
     layers = self_attention_layers(TIMING_WIDTH)
-    num_threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # one core for every layer: a fair, less noisy comparison
-    try:
-        results: dict[str, dict[str, list[float] | float]] = {}
+    results: dict[str, dict[str, list[float] | float]] = {}
+    # One core for every layer: a fair, less noisy comparison.
+    with torch_threads(1), torch.no_grad():
         for name, layer in layers.items():
             layer.eval()
             seconds = [
-                _median_seconds(layer, torch.randn(1, n, TIMING_WIDTH), repeats)
+                median_seconds(partial(layer, torch.randn(1, n, TIMING_WIDTH)), repeats)
                 for n in SEQUENCE_LENGTHS
             ]
             fitted = [(n, t) for n, t in zip(SEQUENCE_LENGTHS, seconds, strict=True)]
             fitted = [(n, t) for n, t in fitted if n >= FIT_FROM]
             slope = fitted_slope([n for n, _ in fitted], [t for _, t in fitted])
             results[name] = {"seconds": seconds, "slope": slope}
-    finally:
-        torch.set_num_threads(num_threads)
     return results
 
 

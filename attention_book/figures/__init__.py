@@ -4,8 +4,8 @@ Each chapter has its own module here, and `CHAPTERS` names them. Each module lis
 functions in a tuple named ``FIGURES``, and only those are figures: `find_figure` looks a
 page's name up in these lists, so a helper or an experiment (which returns a dict, not a
 drawing) cannot be named from a page by mistake. Adding a figure is writing its function and
-adding it to its module's ``FIGURES``; adding a chapter module is adding its name to
-`CHAPTERS`. Names are unique across the modules.
+adding it to its module's ``FIGURES``; a new module is found by `CHAPTERS` on its own. Names
+are unique across the modules.
 
 A figure function returns a matplotlib `Figure`, which the site build saves as
 ``figures/<name>.svg``, a `Frames` (one drawing per value of a control, which the page shows
@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import pkgutil
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -46,20 +47,10 @@ __all__ = [
     "save_svg",
 ]
 
-#: The modules of this package that hold figures, each with its ``FIGURES`` tuple.
-CHAPTERS = (
-    "home",
-    "attention_cues",
-    "nadaraya_watson",
-    "scoring",
-    "bahdanau",
-    "multihead",
-    "self_attention",
-    "transformer",
-    "vit",
-    "flash",
-    "flash_compiled",
-    "optimizations",
+#: The modules of this package that hold figures, each with its ``FIGURES`` tuple: every module
+#: of the package (read from its folder, so a new module needs no entry anywhere), by name.
+CHAPTERS = tuple(
+    sorted(module.name for module in pkgutil.iter_modules(__path__) if module.name[0] != "_")
 )
 
 
@@ -136,7 +127,7 @@ def find_figure(name: str) -> Callable[..., Figure | str]:
         modules = ", ".join(f"{__name__}.{chapter}" for chapter in CHAPTERS)
         raise ValueError(
             f"no figure function named {name!r}: a figure is a function listed in the FIGURES "
-            f"tuple of one of {modules} (add it there, or the module to CHAPTERS)"
+            f"tuple of one of {modules} (add it there)"
         )
     return functions[name]
 

@@ -11,7 +11,9 @@ import torch
 from matplotlib.figure import Figure
 from matplotlib.patches import FancyArrowPatch, FancyBboxPatch
 
-from attention_book.data import TranslationData, tokenize
+from attention_book.data.text import tokenize
+from attention_book.data.translation import TranslationData
+from attention_book.decoding import beam_search
 from attention_book.experiments.bahdanau import (
     BAHDANAU_CONFIG,
     LENGTH_BUCKETS,
@@ -24,8 +26,7 @@ from attention_book.experiments.bahdanau import (
     bahdanau_translate,
     token_bleu,
 )
-from attention_book.plotting import BOOK_STYLE, new_figure, show_heatmaps
-from attention_book.seq2seq import beam_search
+from attention_book.plotting import BOOK_STYLE, markdown_table, new_figure, show_heatmaps
 
 __all__ = [
     "FIGURES",
@@ -76,12 +77,6 @@ def bahdanau_bleu_by_length() -> Figure:
     return fig
 
 
-def _table(header: list[str], rows: list[list[str]]) -> str:
-    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
-    lines += ["| " + " | ".join(cell.replace("|", "\\|") for cell in row) + " |" for row in rows]
-    return "\n".join(lines) + "\n"
-
-
 def bahdanau_summary() -> str:
     """A Markdown table: parameters, hidden size, training time, final loss, overall BLEU."""
     result = bahdanau_experiment()
@@ -99,7 +94,7 @@ def bahdanau_summary() -> str:
             ]
         )
     header = ["model", "parameters", "num_hiddens", "training time", "final train loss"]
-    return _table([*header, "test BLEU (greedy)"], rows)
+    return markdown_table([*header, "test BLEU (greedy)"], rows)
 
 
 def bahdanau_decoding_table() -> str:
@@ -122,7 +117,7 @@ def bahdanau_decoding_table() -> str:
             )
             row.append(f"{long_bleu:.1f}")
         rows.append(row)
-    beam = BAHDANAU_CONFIG["beam_size"]
+    beam = BAHDANAU_CONFIG.beam_size
     header = [
         "model",
         "greedy: all",
@@ -131,7 +126,7 @@ def bahdanau_decoding_table() -> str:
         f"beam {beam}: 25+ tokens",
     ]
     seconds = result["decode_seconds"]["attention"]
-    return _table(header, rows) + (
+    return markdown_table(header, rows) + (
         f"\nOn the whole test set, beam search with a beam of {beam} changes BLEU by "
         f"{changes[0]} and by {changes[1]}. Decoding the test set with it took "
         f"{seconds['beam'] / seconds['greedy']:.0f} times as long as greedy decoding "
@@ -156,7 +151,7 @@ def bahdanau_samples_table() -> str:
                 result["greedy"]["attention"][i],
             ]
         )
-    return _table(["source", "reference", "without attention", "with attention"], rows)
+    return markdown_table(["source", "reference", "without attention", "with attention"], rows)
 
 
 def _alignment_example(data: TranslationData) -> int:

@@ -30,26 +30,26 @@ COLORS = {1: "#d62728", 2: "#1f77b4", 4: "#2ca02c"}
 def multihead_accuracy_table() -> str:
     """Markdown table: test accuracy on both answers for each number of heads and seed."""
     result = multihead_experiment()
-    seeds = MULTIHEAD_CONFIG["seeds"]
+    seeds = MULTIHEAD_CONFIG.seeds
     header = " | ".join(f"seed {s}: before / after" for s in seeds)
     lines = [
         f"| heads | head_dim | parameters | {header} | mean of both answers |",
         "| --- | --- | --- | " + "--- | " * len(seeds) + "--- |",
     ]
-    for num_heads in MULTIHEAD_CONFIG["head_counts"]:
+    for num_heads in MULTIHEAD_CONFIG.head_counts:
         runs = [r for r in result["runs"] if r["num_heads"] == num_heads]
         cells = [f"{r['accuracy_before']:.1%} / {r['accuracy_after']:.1%}" for r in runs]
         mean = sum(r["accuracy_before"] + r["accuracy_after"] for r in runs) / (2 * len(runs))
-        head_dim = MULTIHEAD_CONFIG["num_hiddens"] // num_heads
+        head_dim = MULTIHEAD_CONFIG.num_hiddens // num_heads
         lines.append(
             f"| {num_heads} | {head_dim} | {runs[0]['num_parameters']:,} | "
             + " | ".join(cells)
             + f" | {mean:.1%} |"
         )
-    chance = 1 / MULTIHEAD_CONFIG["vocab_size"]
+    chance = 1 / MULTIHEAD_CONFIG.vocab_size
     lines.append("")
     lines.append(
-        f"*Test accuracy on {MULTIHEAD_CONFIG['test_size']} fresh sequences (chance: "
+        f"*Test accuracy on {MULTIHEAD_CONFIG.test_size} fresh sequences (chance: "
         f"{chance:.1%}). Training took "
         f"{min(r['train_seconds'] for r in result['runs']):.0f} to "
         f"{max(r['train_seconds'] for r in result['runs']):.0f} seconds per model in this "
@@ -75,7 +75,7 @@ def multihead_loss_curves() -> Figure:
         ax.set_yscale("log")
         ax.set_xlabel("epoch")
         ax.set_ylabel("training loss (cross-entropy)")
-        ax.set_title(f"Same width ({MULTIHEAD_CONFIG['num_hiddens']}), one line per seed")
+        ax.set_title(f"Same width ({MULTIHEAD_CONFIG.num_hiddens}), one line per seed")
         ax.legend()
         fig.tight_layout()
     return fig
@@ -83,10 +83,10 @@ def multihead_loss_curves() -> Figure:
 
 def multihead_head_heatmaps() -> Figure:
     """Per-head attention weights of the trained 1-, 2- and 4-head models on one input."""
-    sizes = MULTIHEAD_CONFIG["num_steps"], MULTIHEAD_CONFIG["vocab_size"]
+    sizes = MULTIHEAD_CONFIG.num_steps, MULTIHEAD_CONFIG.vocab_size
     tokens, _ = multihead_neighbor_batch(1, *sizes, torch.Generator().manual_seed(7))
-    head_counts = MULTIHEAD_CONFIG["head_counts"]
-    num_steps = MULTIHEAD_CONFIG["num_steps"]
+    head_counts = MULTIHEAD_CONFIG.head_counts
+    num_steps = MULTIHEAD_CONFIG.num_steps
     # One row per model, one column per head; cells right of a model's last head stay empty.
     grid = torch.zeros(len(head_counts), max(head_counts), num_steps, num_steps)
     for row, num_heads in enumerate(head_counts):

@@ -88,7 +88,7 @@ def optimizations_generation_sample() -> str:
         f"```text\n{text}\n```\n\n"
         f"*Greedy continuations of {len(SAMPLE_PROMPTS)} prompts by the baseline, up to the "
         f"first line break (at most 150 characters, shown up to {SAMPLE_WIDTH}), after "
-        f"{OPTIMIZATIONS_CONFIG['num_steps']} training steps ({cpu:.0f} s of CPU time in this "
+        f"{OPTIMIZATIONS_CONFIG.num_steps} training steps ({cpu:.0f} s of CPU time in this "
         f"build). {copied} of the {len(lines)} lines occur word for word in the training text.*"
     )
 
@@ -145,7 +145,7 @@ def optimizations_cache_speedup() -> str:
 
 def optimizations_variants_table() -> str:
     """Markdown table: each variant's cache size, parameters and validation loss."""
-    context = OPTIMIZATIONS_CONFIG["context"]
+    context = OPTIMIZATIONS_CONFIG.context
     baseline = optimizations_experiment("baseline")
     lines = [
         "| model | key/value heads | cache for one sequence of "
@@ -177,8 +177,8 @@ def optimizations_variants_table() -> str:
     lines += [
         "",
         f"*Validation loss: mean cross-entropy per character (nats) over the first {context} "
-        f"positions of {OPTIMIZATIONS_CONFIG['valid_windows']} validation windows, after "
-        f"{OPTIMIZATIONS_CONFIG['num_steps']} steps of {OPTIMIZATIONS_CONFIG['batch_size']} "
+        f"positions of {OPTIMIZATIONS_CONFIG.valid_windows} validation windows, after "
+        f"{OPTIMIZATIONS_CONFIG.num_steps} steps of {OPTIMIZATIONS_CONFIG.batch_size} "
         "windows. Cache: float32 keys and values (or the running sums of linear attention), "
         "measured on the tensors `new_cache` allocates. The baseline trained with another "
         f"seed reached {other_seed['valid_loss']:.3f} ({noise:.3f} from the first run); "
@@ -189,7 +189,7 @@ def optimizations_variants_table() -> str:
 
 def optimizations_loss_by_position() -> Figure:
     """Validation loss at each position of windows twice as long as in training."""
-    context = OPTIMIZATIONS_CONFIG["context"]
+    context = OPTIMIZATIONS_CONFIG.context
     fig = new_figure((6.4, 3.5))
     styles = {"baseline": "#1f77b4", "sinusoidal": "#d62728", "linear": "#2ca02c"}
     with plt.rc_context(BOOK_STYLE):
@@ -214,7 +214,7 @@ def optimizations_loss_by_position() -> Figure:
 
 def optimizations_extrapolation() -> str:
     """Markdown sentence: mean loss inside and past the trained length, per variant."""
-    context = OPTIMIZATIONS_CONFIG["context"]
+    context = OPTIMIZATIONS_CONFIG.context
     parts = []
     for variant in ("baseline", "sinusoidal", "linear"):
         losses = optimizations_experiment(variant)["loss_by_position"]

@@ -25,7 +25,7 @@ from attention_book.experiments.vit import (
     vit_experiment,
     vit_trained_model,
 )
-from attention_book.plotting import BOOK_STYLE, new_figure
+from attention_book.plotting import BOOK_STYLE, markdown_table, new_figure
 from attention_book.vit import patch_distances
 
 __all__ = [
@@ -49,18 +49,12 @@ NAMES = {"vit": "ViT", "cnn": "ResNet-style CNN"}
 STYLES = {"vit": ("o-", "C0"), "cnn": ("s--", "C1")}
 
 
-def _table(header: list[str], rows: list[list[str]]) -> str:
-    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
-    lines += ["| " + " | ".join(row) + " |" for row in rows]
-    return "\n".join(lines) + "\n"
-
-
 def _runs(model: str, size: int | None = None, *, shift: int | None = None) -> list[dict[str, Any]]:
     """The cached runs of one model: at one training size (or every size), one augmentation.
 
-    ``shift=None`` means the main runs' augmentation, ``VIT_CONFIG["max_shift"]``.
+    ``shift=None`` means the main runs' augmentation, ``VIT_CONFIG.max_shift``.
     """
-    shift = VIT_CONFIG["max_shift"] if shift is None else shift
+    shift = VIT_CONFIG.max_shift if shift is None else shift
     return [
         r
         for r in vit_experiment()["runs"]
@@ -86,7 +80,7 @@ def vit_patches() -> Figure:
     """A test digit cut into its 2x2 patches, and the sequence of flattened patches."""
     _, _, test_images, test_labels = vit_digits()
     image = test_images[int((test_labels == 3).nonzero()[0])][0]  # the first test "3"
-    p = VIT_CONFIG["patch_size"]
+    p = VIT_CONFIG.patch_size
     grid = image.shape[0] // p
     patches = image.unfold(0, p, p).unfold(1, p, p)  # (rows, cols, p, p)
     tokens = patches.reshape(grid * grid, p * p)  # (num_patches, p * p), row-major
@@ -121,7 +115,7 @@ def vit_patches() -> Figure:
 def vit_summary() -> str:
     """A Markdown table: parameters, learning rate, full-data accuracy, time, both models."""
     result = vit_experiment()
-    full = VIT_CONFIG["train_sizes"][-1]
+    full = VIT_CONFIG.train_sizes[-1]
     cpu = {m: statistics.mean(r["cpu_seconds"] for r in _runs(m, full)) for m in NAMES}
     wall = {m: statistics.mean(r["train_seconds"] for r in _runs(m, full)) for m in NAMES}
     rows = []
@@ -144,7 +138,7 @@ def vit_summary() -> str:
         "CPU time per run (wall clock)",
         "CPU time ratio",
     ]
-    return _table(header, rows)
+    return markdown_table(header, rows)
 
 
 def vit_total_time() -> str:
@@ -161,19 +155,21 @@ def vit_lr_table() -> str:
     """A Markdown table: validation accuracy of each model at each learning rate tried."""
     result = vit_experiment()
     rows = []
-    for lr in VIT_CONFIG["lr_choices"]:
+    for lr in VIT_CONFIG.lr_choices:
         row = [f"{lr:g}"]
         for model in NAMES:
             (trial,) = [t for t in result["lr_trials"] if t["model"] == model and t["lr"] == lr]
             chosen = " (chosen)" if result["lr"][model] == lr else ""
             row.append(f"{100 * trial['validation_accuracy']:.1f} %{chosen}")
         rows.append(row)
-    return _table(["learning rate", *(f"{n}, validation accuracy" for n in NAMES.values())], rows)
+    return markdown_table(
+        ["learning rate", *(f"{n}, validation accuracy" for n in NAMES.values())], rows
+    )
 
 
 def vit_training_curves() -> Figure:
     """Training loss and test accuracy per epoch, full training split, mean and range of seeds."""
-    full = VIT_CONFIG["train_sizes"][-1]
+    full = VIT_CONFIG.train_sizes[-1]
     fig = new_figure((8.0, 3.2))
     with plt.rc_context(BOOK_STYLE):
         loss_ax, accuracy_ax = fig.subplots(1, 2)
@@ -198,7 +194,7 @@ def vit_training_curves() -> Figure:
 
 def vit_data_efficiency() -> Figure:
     """Test accuracy against the number of training images: mean and range over seeds."""
-    sizes = VIT_CONFIG["train_sizes"]
+    sizes = VIT_CONFIG.train_sizes
     fig = new_figure((6.0, 3.6))
     with plt.rc_context(BOOK_STYLE):
         ax = fig.add_subplot()
@@ -221,22 +217,22 @@ def vit_data_efficiency() -> Figure:
 def vit_data_efficiency_table() -> str:
     """A Markdown table: test accuracy of both models at each training size."""
     rows = []
-    for size in VIT_CONFIG["train_sizes"]:
+    for size in VIT_CONFIG.train_sizes:
         vit, cnn = _accuracies("vit", size), _accuracies("cnn", size)
         gap = statistics.mean(cnn) - statistics.mean(vit)
         rows.append([f"{size:,}", f"{_mean_std(vit)} %", f"{_mean_std(cnn)} %", f"{gap:+.1f}"])
     header = ["training images", "ViT", "CNN", "CNN − ViT (points)"]
-    return _table(header, rows)
+    return markdown_table(header, rows)
 
 
 def vit_findings() -> str:
     """Sentences that state what the data-efficiency runs show, from the cached numbers."""
-    sizes = VIT_CONFIG["train_sizes"]
+    sizes = VIT_CONFIG.train_sizes
     gaps = [
         statistics.mean(_accuracies("cnn", s)) - statistics.mean(_accuracies("vit", s))
         for s in sizes
     ]
-    seeds = len(VIT_CONFIG["seeds"])
+    seeds = len(VIT_CONFIG.seeds)
     if all(g > 0 for g in gaps):
         winner = f"The CNN is ahead at every training size, averaged over {seeds} seeds"
     elif all(g < 0 for g in gaps):
@@ -264,10 +260,10 @@ def vit_findings() -> str:
 
 def vit_augmentation_table() -> str:
     """A Markdown table and a sentence: full-data accuracy without and with random shifts."""
-    full, shift = VIT_CONFIG["train_sizes"][-1], VIT_CONFIG["augmented_shift"]
+    full, shift = VIT_CONFIG.train_sizes[-1], VIT_CONFIG.augmented_shift
     rows, changes = [], {}
     for model, name in NAMES.items():
-        seeds = VIT_CONFIG["augmented_seeds"]  # the same seeds in both columns
+        seeds = VIT_CONFIG.augmented_seeds  # the same seeds in both columns
         plain = [100 * r["accuracy"] for r in _runs(model, full) if r["seed"] in seeds]
         shifted = _accuracies(model, full, shift=shift)
         changes[model] = statistics.mean(shifted) - statistics.mean(plain)
@@ -285,7 +281,7 @@ def vit_augmentation_table() -> str:
         return f"{'gains' if changes[model] > 0 else 'loses'} {size:.1f} points"
 
     sentence = f"With the same number of steps, the ViT {effect('vit')}; the CNN {effect('cnn')}."
-    return _table(header, rows) + "\n" + sentence + "\n"
+    return markdown_table(header, rows) + "\n" + sentence + "\n"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -309,7 +305,7 @@ def vit_cls_attention() -> Figure:
     chosen = [int((labels == digit).nonzero()[0]) for digit in (0, 2, 4, 7)]
     with torch.no_grad():
         predictions = vit(images[chosen]).argmax(dim=1)
-    p = VIT_CONFIG["patch_size"]
+    p = VIT_CONFIG.patch_size
     grid = 8 // p
     num_blks = len(vit.attention_weights)
     fig = new_figure((1.45 * (num_blks + 1), 1.5 * len(chosen)))
@@ -343,9 +339,9 @@ def _distances() -> tuple[torch.Tensor, float]:
     """
     images, _ = _test_images()
     table = torch.stack(
-        [vit_attention_distances(vit_trained_model(s), images) for s in VIT_CONFIG["seeds"]]
+        [vit_attention_distances(vit_trained_model(s), images) for s in VIT_CONFIG.seeds]
     )
-    p = VIT_CONFIG["patch_size"]
+    p = VIT_CONFIG.patch_size
     return table, float(patch_distances(8 // p, p).mean())
 
 
@@ -366,7 +362,7 @@ def vit_attention_distance() -> Figure:
                     marker=markers[seed % len(markers)],
                     color=[f"C{h}" for h in range(num_heads)],
                     s=22,
-                    label=f"seed {VIT_CONFIG['seeds'][seed]}" if blk == 0 else None,
+                    label=f"seed {VIT_CONFIG.seeds[seed]}" if blk == 0 else None,
                 )
         ax.axhline(uniform, color="gray", linestyle="--", linewidth=1)
         ax.text(0.6, uniform, "uniform attention", va="bottom", fontsize=8, color="gray")
@@ -403,7 +399,7 @@ def vit_distance_findings() -> str:
     first, last = table[:, 0].flatten(), table[:, -1].flatten()
     closest = float(table.min())
     return (
-        _table(header, rows)
+        markdown_table(header, rows)
         + f"\nDistances in pixels, over the {len(_test_images()[1])} test images and the heads of "
         f"the {table.shape[0]} full-data ViTs; uniform attention over the patches would give "
         f"{uniform:.2f}. The mean over the heads {trend}, from {means[0]:.2f} in block 1 to "

@@ -1,28 +1,34 @@
-"""Training and evaluation: a small training loop, a result cache, and trusted metrics.
+"""Training and evaluation: a small training loop, trusted metrics, schedules and cache keys.
 
-Three modules, read in this order:
+Four modules, read in this order:
 
 - `attention_book.training.loop`: `fit`, one readable loop for every model of the book, with
   `History`, `set_seed`, `get_device` and the `evaluate_*` helpers.
-- `attention_book.training.cache`: `cached` keeps trained results on disk under a key;
-  `experiment_key` builds a key that covers everything an experiment depends on.
-- `attention_book.training.metrics`: `accuracy`, and `bleu` from sacrebleu.
+- `attention_book.training.metrics`: `accuracy`, `bleu` from sacrebleu, and `num_parameters`.
+- `attention_book.training.schedules`: learning rates with warm-up, stepped every step.
+- `attention_book.training.cache`: `experiment_key`, a key by source for a quick experiment
+  of your own. The result store itself (`cached`, `declared_key`, ...) is
+  `attention_book.store`; its names are re-exported here too.
 
-Every public name is re-exported here (``from attention_book.training import fit``).
-``python -m attention_book.training {clear-cache,cache-dir}`` manages the cache. Importing this
+The public names of the loop, the metrics and the cache are re-exported here
+(``from attention_book.training import fit``); the schedules are imported from their module.
+``python -m attention_book.training {clear-cache,cache-dir}`` manages the store. Importing this
 package loads no plotting library: `History.plot` imports matplotlib when it is called.
 """
 
-from attention_book.training.cache import (
-    DRAWING_CODE,
+from attention_book.store import (
     RESULT_LIBRARIES,
     cache_dir,
     cache_path,
     cached,
     clear_cache,
+    declared_key,
+    library_versions,
+)
+from attention_book.training.cache import (
+    DRAWING_CODE,
     experiment_key,
     imported_modules,
-    library_versions,
     package_source_hash,
     source_hash,
 )
@@ -36,7 +42,7 @@ from attention_book.training.loop import (
     get_device,
     set_seed,
 )
-from attention_book.training.metrics import accuracy, bleu
+from attention_book.training.metrics import accuracy, bleu, num_parameters
 
 __all__ = [
     "DRAWING_CODE",
@@ -50,6 +56,7 @@ __all__ = [
     "cached",
     "classification_loss",
     "clear_cache",
+    "declared_key",
     "evaluate_accuracy",
     "evaluate_loss",
     "experiment_key",
@@ -57,6 +64,7 @@ __all__ = [
     "get_device",
     "imported_modules",
     "library_versions",
+    "num_parameters",
     "package_source_hash",
     "set_seed",
     "source_hash",

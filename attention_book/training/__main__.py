@@ -10,7 +10,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from attention_book.training.cache import cache_dir, clear_cache
+from attention_book.store import cache_dir, clear_cache
 
 
 def main(argv: Sequence[str] | None = None) -> int:

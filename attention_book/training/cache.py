@@ -1,35 +1,35 @@
-"""The result cache: trained weights and measured numbers, computed once and kept on disk.
+"""Cache keys by source, for a quick experiment of your own; the store itself is re-exported.
 
-`cached` stores a result (state dicts, histories, numbers) in a directory outside git, under a
-hash of a name and a configuration, so the site build and the chapters' snippets reuse a
-trained model instead of training it again. A key must hold everything the result depends on;
-a key that holds less silently returns a result of older code. `experiment_key` builds such a
-key for the book's experiments: the configuration, the source of every package module that
-can change a result (all of it but the drawing code), the corpus version and the versions of
-the libraries that compute. ``python -m attention_book.training clear-cache`` empties the cache.
+The book's experiments key their results by what they declare (`declared_key` of
+`attention_book.store`: a frozen configuration, a ``VERSION``, digests of their inputs and the
+library versions), so that a refactor retrains nothing. For a short experiment of your own, where
+declaring a version is more work than training again, `experiment_key` keys a result by the
+source of every package module it runs instead: any edit of that code, a comment included,
+trains again. The functions of the store (`cached`, `cache_dir`, ...) are re-exported here, so
+``from attention_book.training.cache import cached`` keeps working.
 """
 
 from __future__ import annotations
 
 import ast
-import contextlib
-import fcntl
 import functools
 import hashlib
 import inspect
-import json
-import os
-import tempfile
-import time
-import warnings
-from collections.abc import Callable
-from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
-import torch
-
-from attention_book.training.loop import History
+from attention_book.store import (
+    COMPUTE_TIMES,
+    RESULT_LIBRARIES,
+    cache_dir,
+    cache_path,
+    cached,
+    clear_cache,
+    compute_seconds,
+    declared_key,
+    digest,
+    library_versions,
+)
 
 __all__ = [
     "COMPUTE_TIMES",
@@ -40,6 +40,8 @@ __all__ = [
     "cached",
     "clear_cache",
     "compute_seconds",
+    "declared_key",
+    "digest",
     "experiment_key",
     "imported_modules",
     "library_versions",
@@ -47,205 +49,16 @@ __all__ = [
     "source_hash",
 ]
 
-T = TypeVar("T")
-
 #: Parts of the package (relative to its directory) that only draw: editing them never changes
 #: a computed result, so `package_source_hash` leaves them out.
 DRAWING_CODE = ("figures", "plotting.py")
-
-#: Libraries whose version can change a result: the arithmetic (torch, numpy), the wording of
-#: the generated corpus (babel, num2words) and the scores (sacrebleu).
-RESULT_LIBRARIES = ("torch", "numpy", "babel", "num2words", "sacrebleu")
-
-# History objects are plain data: let torch.load(weights_only=True) rebuild them.
-torch.serialization.add_safe_globals([History])
-
-
-def cache_dir() -> Path:
-    """The directory of cached results (created if missing), outside the git work tree.
-
-    ``$ATTENTION_BOOK_CACHE`` if set, else ``$XDG_CACHE_HOME/attention-book``, else
-    ``~/.cache/attention-book``.
-
-    Returns:
-        The directory.
-    """
-    explicit = os.environ.get("ATTENTION_BOOK_CACHE")
-    if explicit:
-        path = Path(explicit)
-    else:
-        base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
-        path = Path(base) / "attention-book"
-    path.mkdir(parents=True, exist_ok=True)
-    return path
-
-
-def _config_json(name: str, config: dict[str, Any]) -> str:
-    try:
-        return json.dumps({"name": name, "config": config}, sort_keys=True)
-    except TypeError as error:
-        raise ValueError(
-            f"config of {name!r} must hold only JSON values (numbers, strings, lists, dicts): "
-            f"{error}"
-        ) from None
-
-
-def cache_path(name: str, config: dict[str, Any]) -> Path:
-    """Where `cached` stores the result of `name` under `config`.
-
-    Args:
-        name: A short name (letters, digits, "-", "_").
-        config: Everything the result depends on, as JSON values.
-
-    Returns:
-        ``cache_dir() / f"{name}-{hash}.pt"``, the hash being SHA-256 of the name and config.
-
-    Raises:
-        ValueError: If `name` has other characters or `config` is not JSON-serializable.
-    """
-    if not name or not all(c.isalnum() or c in "-_" for c in name):
-        raise ValueError(f"name must be letters, digits, '-' or '_', got {name!r}")
-    digest = hashlib.sha256(_config_json(name, config).encode()).hexdigest()[:16]
-    return cache_dir() / f"{name}-{digest}.pt"
-
-
-def cached(name: str, config: dict[str, Any], compute: Callable[[], T], refresh: bool = False) -> T:
-    """Return the cached result of `compute` for this name and configuration, or compute it.
-
-    The result is saved with `torch.save` in `cache_dir()` under a hash of `name` and
-    `config`, and loaded with ``torch.load(weights_only=True)``: store tensors, state dicts,
-    numbers, strings, lists, dicts and `History` objects. Put everything the result depends
-    on in `config`, so a change gives a new entry instead of a stale one: for a training run,
-    pass ``experiment_key(config)``, which adds the package's source, the corpus version and
-    the library versions to the hyperparameters.
-
-    Args:
-        name: A short name of the experiment (letters, digits, "-", "_").
-        config: Everything the result depends on, as JSON values.
-        compute: Called without arguments when there is no cached result.
-        refresh: Compute and overwrite even if a result is cached.
-
-    Returns:
-        The cached or freshly computed result.
-
-    Raises:
-        ValueError: If `name` or `config` is not usable as a key (see `cache_path`).
-
-    Example:
-        >>> history = cached("demo", {"lr": 0.1}, lambda: {"loss": [1.0, 0.5]})  # doctest: +SKIP
-    """
-    path = cache_path(name, config)
-    key = _config_json(name, config)
-    # One process computes a result at a time: a second one (a parallel site build, the
-    # snippets) waits for it and then loads what it saved, instead of training it again.
-    with _lock(path):
-        if path.exists() and not refresh:
-            try:
-                entry = torch.load(path, weights_only=True)
-            except Exception as error:  # unreadable (another torch version, a damaged disk)
-                warnings.warn(
-                    f"recomputing {path.name}: cached file unreadable ({error})", stacklevel=2
-                )
-            else:
-                if entry.get("key") == key:
-                    return entry["value"]
-        started = time.perf_counter()
-        value = compute()
-        seconds = time.perf_counter() - started
-        # Write to a temporary file, then rename: a crash never leaves a half-written entry.
-        with tempfile.NamedTemporaryFile(dir=path.parent, suffix=".tmp", delete=False) as file:
-            torch.save({"key": key, "value": value}, file)
-        try:  # fail now, not at the next run, if the value cannot be loaded safely
-            torch.load(file.name, weights_only=True)
-        except Exception as error:
-            os.unlink(file.name)
-            raise ValueError(
-                f"the result of {name!r} cannot be cached: torch.load(weights_only=True) "
-                f"refuses it ({error}). Cache tensors, state dicts, numbers, strings, lists, "
-                "dicts and History objects, or register your class with "
-                "torch.serialization.add_safe_globals"
-            ) from None
-        os.replace(file.name, path)
-        _record_seconds(name, seconds)  # only for a result that was stored
-    return value
-
-
-#: The file of `cache_dir()` where `cached` notes how long each computation took.
-COMPUTE_TIMES = "compute-seconds.json"
-
-
-def _record_seconds(name: str, seconds: float) -> None:
-    """Note in `COMPUTE_TIMES` that computing `name` took `seconds` (wall clock) just now."""
-    path = cache_dir() / COMPUTE_TIMES
-    with _lock(path):
-        try:
-            times = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            times = {}
-        times[name] = {
-            "seconds": round(seconds, 1),
-            "cpus": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
-            "date": time.strftime("%Y-%m-%d", time.gmtime()),
-        }
-        temporary = path.with_suffix(".tmp")
-        temporary.write_text(json.dumps(times, indent=1, sort_keys=True), encoding="utf-8")
-        os.replace(temporary, path)
-
-
-def compute_seconds(name: str) -> dict[str, Any] | None:
-    """How long `cached` took to compute `name` the last time it computed it, on this machine.
-
-    Args:
-        name: The name given to `cached`.
-
-    Returns:
-        ``{"seconds": wall clock, "cpus": CPUs the process could use, "date": "YYYY-MM-DD"}``,
-        or None if this cache never computed `name` (it was never run, or the cache predates
-        the record).
-    """
-    path = cache_dir() / COMPUTE_TIMES
-    try:
-        return json.loads(path.read_text(encoding="utf-8")).get(name)
-    except (OSError, ValueError):
-        return None
-
-
-@contextlib.contextmanager
-def _lock(path: Path):
-    """Hold an exclusive lock on ``path`` + ``.lock`` for the duration of the block.
-
-    The lock is the operating system's (``flock``): it is released when the process ends,
-    even if it crashes, so a stale lock file never blocks anyone.
-    """
-    with open(path.with_suffix(".lock"), "a") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
-
-
-def clear_cache() -> int:
-    """Delete every cached result (the ``*.pt`` files of `cache_dir()`).
-
-    Returns:
-        The number of files deleted.
-    """
-    removed = 0
-    for path in cache_dir().glob("*.pt"):
-        path.unlink()
-        removed += 1
-    for path in cache_dir().glob("*.lock"):
-        path.unlink(missing_ok=True)
-    (cache_dir() / COMPUTE_TIMES).unlink(missing_ok=True)
-    return removed
 
 
 def source_hash(*objects: Any) -> str:
     """A short hash of the source code of modules, classes or functions.
 
-    It covers only the objects given, not what they call: for an experiment's cache key,
-    `experiment_key` (which hashes the whole package) is the safe choice.
+    It covers only the objects given, not what they call: for a cache key by source,
+    `experiment_key` (which follows the imports) is the safe choice.
 
     Args:
         *objects: Modules, classes or functions.
@@ -253,10 +66,10 @@ def source_hash(*objects: Any) -> str:
     Returns:
         16 hex digits.
     """
-    digest = hashlib.sha256()
+    hashed = hashlib.sha256()
     for obj in objects:
-        digest.update(inspect.getsource(obj).encode())
-    return digest.hexdigest()[:16]
+        hashed.update(inspect.getsource(obj).encode())
+    return hashed.hexdigest()[:16]
 
 
 def imported_modules(module: str, *, drawing_code: bool = False) -> list[str]:
@@ -340,8 +153,8 @@ def package_source_hash(module: str | None = None, *, drawing_code: bool = False
 
     Args:
         module: A module of this package whose imports bound the hash, or None for all.
-        drawing_code: With `module`, include the drawing code it imports (a figure's key:
-            `attention_book.figures.figure_key`).
+        drawing_code: With `module`, include the drawing code it imports (the key of a
+            figure, which the site build redraws when its drawing code changes).
 
     Returns:
         16 hex digits.
@@ -352,39 +165,22 @@ def package_source_hash(module: str | None = None, *, drawing_code: bool = False
     else:
         names = imported_modules(module, drawing_code=drawing_code)
         paths = [_module_file(root, name) for name in names]
-    digest = hashlib.sha256()
+    hashed = hashlib.sha256()
     for path in sorted(paths, key=lambda p: p.relative_to(root).as_posix()):
         source = path.read_bytes()
-        digest.update(f"{path.relative_to(root).as_posix()} {len(source)}\n".encode())
-        digest.update(source)
-    return digest.hexdigest()[:16]
-
-
-def library_versions() -> dict[str, str]:
-    """The installed version of each library in `RESULT_LIBRARIES`.
-
-    Returns:
-        ``{name: version}``, with "not installed" for a missing library.
-    """
-    versions = {}
-    for name in RESULT_LIBRARIES:
-        try:
-            versions[name] = version(name)
-        except PackageNotFoundError:
-            versions[name] = "not installed"
-    return versions
+        hashed.update(f"{path.relative_to(root).as_posix()} {len(source)}\n".encode())
+        hashed.update(source)
+    return hashed.hexdigest()[:16]
 
 
 def experiment_key(config: dict[str, Any], module: str | None = None) -> dict[str, Any]:
-    """The cache key of an experiment: its configuration and everything else it depends on.
+    """A cache key by source: a configuration plus the source of the code that computes it.
 
-    Pass the result to `cached` as its config:
-    ``cached("name", experiment_key(config, __name__), compute)`` from the experiment's module.
-    Besides `config`, the key holds `package_source_hash(module)` (the source of every package
-    module the experiment's module runs), the built-in corpus's ``CORPUS_VERSION`` and
-    `library_versions()`, so editing any function the experiment runs, regenerating the
-    corpus, or upgrading PyTorch trains again instead of loading an older result, while an
-    edit to another chapter's code keeps it.
+    ``cached("name", experiment_key(config, __name__), compute)`` from a module of your own in
+    this package trains again after any edit of any package module that module runs (its
+    own, a mask it calls, the training loop, a data loader), a comment included, and after
+    an upgrade of a library in `RESULT_LIBRARIES`; an edit to other code keeps the result. The
+    book's experiments use `declared_key` instead, which a refactor does not change.
 
     Args:
         config: The experiment's own settings (hyperparameters, seed, sizes), as JSON values.
@@ -392,20 +188,13 @@ def experiment_key(config: dict[str, Any], module: str | None = None) -> dict[st
             module of the package but the drawing code.
 
     Returns:
-        A new dict: `config` plus the keys "source", "corpus_version" and "libraries".
+        A new dict: `config` plus the keys "source" and "libraries".
 
     Raises:
-        ValueError: If `config` already uses one of those three keys, or `module` is not a
-            module of this package.
+        ValueError: If `config` already uses one of those keys, or `module` is not a module
+            of this package.
     """
-    from attention_book.data import CORPUS_VERSION
-
-    reserved = sorted({"source", "corpus_version", "libraries"} & config.keys())
+    reserved = sorted({"source", "libraries"} & config.keys())
     if reserved:
         raise ValueError(f"config must not hold the keys that experiment_key adds: {reserved}")
-    return {
-        **config,
-        "source": package_source_hash(module),
-        "corpus_version": CORPUS_VERSION,
-        "libraries": library_versions(),
-    }
+    return {**config, "source": package_source_hash(module), "libraries": library_versions()}

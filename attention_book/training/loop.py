@@ -133,6 +133,11 @@ class History:
         return fig
 
 
+# History objects are plain data: let torch.load(weights_only=True), and so the result store,
+# rebuild them.
+torch.serialization.add_safe_globals([History])
+
+
 def _to_device(batch: Any, device: torch.device) -> Any:
     if isinstance(batch, torch.Tensor):
         return batch.to(device)

@@ -1,4 +1,4 @@
-"""Metrics: classification accuracy, and BLEU computed by sacrebleu.
+"""Metrics: classification accuracy, BLEU computed by sacrebleu, and a model's size.
 
 BLEU comes from sacrebleu, the reference implementation, never from a hand-written copy; it is
 imported when `bleu` is first called, so importing this module stays cheap.
@@ -9,8 +9,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import torch
+from torch import nn
 
-__all__ = ["accuracy", "bleu"]
+__all__ = ["accuracy", "bleu", "num_parameters"]
 
 
 def accuracy(logits: torch.Tensor, labels: torch.Tensor) -> float:
@@ -82,3 +83,15 @@ def bleu(
         list(hypotheses), [list(references)], tokenize=tokenize, force=as_tokens
     )
     return score.score
+
+
+def num_parameters(model: nn.Module) -> int:
+    """Count the trainable parameters of a model.
+
+    Args:
+        model: Any module.
+
+    Returns:
+        The number of trainable scalars.
+    """
+    return sum(p.numel() for p in model.parameters() if p.requires_grad)

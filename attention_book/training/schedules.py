@@ -7,6 +7,8 @@ it fall with the inverse square root of the step number (Vaswani et al., 2017, e
 
 `warmup_inverse_sqrt` is the same curve divided by its peak (the value at ``warmup_steps``),
 so any peak learning rate can be chosen; `transformer_lr` is the paper's formula itself.
+`warmup_cosine` warms up the same way, then decays along a half cosine to zero, as the Vision
+Transformer chapter trains.
 `schedule_per_step` attaches a schedule to an optimizer so that it advances after every
 ``optimizer.step()``: a training loop that knows nothing about schedules (like `fit`) then
 trains with one.
@@ -19,7 +21,7 @@ from collections.abc import Callable
 
 import torch
 
-__all__ = ["schedule_per_step", "transformer_lr", "warmup_inverse_sqrt"]
+__all__ = ["schedule_per_step", "transformer_lr", "warmup_cosine", "warmup_inverse_sqrt"]
 
 
 def _check_warmup(warmup_steps: int) -> None:
@@ -76,6 +78,36 @@ def transformer_lr(step: int, num_hiddens: int, warmup_steps: int = 4000) -> flo
         raise ValueError(f"need step >= 0 and num_hiddens >= 1, got {step} and {num_hiddens}")
     n = step + 1
     return num_hiddens**-0.5 * min(n**-0.5, n * warmup_steps**-1.5)
+
+
+# --8<-- [start:warmup_cosine]
+def warmup_cosine(step: int, warmup_steps: int, total_steps: int) -> float:
+    """Learning-rate factor: linear warm-up to 1, then a cosine decay to 0.
+
+    Args:
+        step: Optimizer steps already taken (0 for the first step).
+        warmup_steps: Steps of the warm-up.
+        total_steps: Steps of the whole training.
+
+    Returns:
+        ``(step + 1) / warmup_steps`` during the warm-up, then
+        ``(1 + cos(pi * progress)) / 2`` with progress going from 0 to 1.
+
+    Raises:
+        ValueError: If ``warmup_steps`` is not between 1 and ``total_steps - 1``.
+    """
+    if not 1 <= warmup_steps < total_steps:
+        raise ValueError(
+            f"warmup_steps must be in [1, total_steps - 1] = [1, {total_steps - 1}], "
+            f"got {warmup_steps}"
+        )
+    if step < warmup_steps:
+        return (step + 1) / warmup_steps
+    progress = (step - warmup_steps) / (total_steps - warmup_steps)
+    return 0.5 * (1 + math.cos(math.pi * min(progress, 1.0)))
+
+
+# --8<-- [end:warmup_cosine]
 
 
 # --8<-- [start:schedule_per_step]

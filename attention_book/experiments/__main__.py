@@ -1,0 +1,75 @@
+"""Check and record the declared runs: ``python -m attention_book.experiments COMMAND FILE``.
+
+- ``probes FILE``: run every probe (a second or two each, on one thread) and compare it with
+  the fingerprints recorded in FILE; exit with 1 and say what to do if one differs.
+- ``record-probes FILE [--force]``: record the probes into FILE. A run whose probe computes
+  differently at the same ``VERSION`` is refused (bump its ``VERSION`` first); ``--force``
+  records it anyway, for the same code on a machine that rounds differently.
+- ``headlines FILE``: compare the headline numbers of the full results in the store with FILE.
+- ``record-headlines FILE``: record them (after checking the chapters' prose against them).
+- ``--run NAME`` (repeatable) limits any command to those runs.
+
+In the repository, ``make probes`` records both files in ``tests/recorded/``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from attention_book.experiments.probes import (
+    check_headlines,
+    check_probes,
+    declared_runs,
+    probe_fingerprints,
+    record_headlines,
+    record_probes,
+)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run one command.
+
+    Args:
+        argv: Arguments (default: `sys.argv[1:]`).
+
+    Returns:
+        The exit status: 0 when everything agrees or was recorded, 1 otherwise.
+    """
+    parser = argparse.ArgumentParser(
+        prog="python -m attention_book.experiments", description=__doc__.splitlines()[0]
+    )
+    commands = ["probes", "record-probes", "headlines", "record-headlines"]
+    parser.add_argument("command", choices=commands)
+    parser.add_argument("file", type=Path, help="the JSON file of recorded values")
+    parser.add_argument("--run", action="append", help="only this run (repeatable)")
+    parser.add_argument("--force", action="store_true", help="record-probes: even if changed")
+    args = parser.parse_args(argv)
+    runs = declared_runs()
+    if args.run:
+        unknown = sorted(set(args.run) - {run.name for run in runs})
+        if unknown:
+            parser.error(f"no declared run named {unknown} (runs: {[r.name for r in runs]})")
+        runs = [run for run in runs if run.name in args.run]
+    recorded = json.loads(args.file.read_text(encoding="utf-8")) if args.file.exists() else {}
+    if args.command == "probes":
+        problems = check_probes(recorded, probe_fingerprints(runs), runs)
+    elif args.command == "record-probes":
+        problems = record_probes(args.file, runs, force=args.force)
+        print(f"recorded {len(runs) - len(problems)} probes in {args.file}")
+    elif args.command == "headlines":
+        problems = check_headlines(recorded, runs)
+    else:
+        written = record_headlines(args.file, runs)
+        print(f"recorded the headline numbers of {sorted(written)} in {args.file}")
+        problems = []
+    for problem in problems:
+        print(problem, file=sys.stderr)
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,526 @@
+"""The Transformer chapter's experiments beyond the standard split.
+
+Three runs on the Bahdanau chapter's data, each against what the chapter's main run
+(`attention_book.experiments.transformer`) established: a length-generalization split (both
+attention models trained on short sources, tested on every length), post-norm against pre-norm
+at the paper's depth without warm-up, and timings (decoding with and without the key/value
+cache, and a training batch of each model). Each is stored under the key it declares (its
+frozen configuration, this module's `VERSION` and those of the two experiments whose code it
+runs, the corpus, the library versions); `RUNS` declares them for the probe test and the
+referee.
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+from dataclasses import dataclass, replace
+from typing import Any
+
+import torch
+from torch import Tensor
+from torch.utils.data import DataLoader, Subset
+
+from attention_book.data.corpus import corpus_digest
+from attention_book.data.text import tokenize
+from attention_book.data.translation import LengthBucketSampler, TranslationData
+from attention_book.experiments import bahdanau, transformer
+from attention_book.experiments.bahdanau import (
+    BAHDANAU_CONFIG,
+    BAHDANAU_PROBE,
+    BahdanauConfig,
+    bahdanau_data,
+    bahdanau_make_models,
+    limited,
+    token_bleu,
+)
+from attention_book.experiments.transformer import (
+    TRANSFORMER_CONFIG,
+    TRANSFORMER_PROBE,
+    TransformerConfig,
+    set_need_weights,
+    transformer_cache_key,
+    transformer_chosen_smoothing,
+    transformer_make_model,
+    transformer_references,
+    transformer_train,
+    transformer_trained_model,
+    transformer_translate,
+)
+from attention_book.seq2seq import EncoderDecoder, translation_loss
+from attention_book.store import Run, cached, declared_key, is_cached
+from attention_book.timing import best_seconds, torch_threads
+from attention_book.training.loop import fit, set_seed
+from attention_book.training.metrics import num_parameters
+
+__all__ = [
+    "LENGTH_SPLIT_CONFIG",
+    "LENGTH_SPLIT_PROBE",
+    "NORM_CONFIG",
+    "NORM_PROBE",
+    "RUNS",
+    "TIMING_CONFIG",
+    "TIMING_PROBE",
+    "VERSION",
+    "LengthSplitConfig",
+    "NormConfig",
+    "TimingConfig",
+    "length_split",
+    "transformer_decode_steps",
+    "transformer_length_experiment",
+    "transformer_length_headline",
+    "transformer_length_run",
+    "transformer_norm_experiment",
+    "transformer_norm_headline",
+    "transformer_norm_run",
+    "transformer_studies_key",
+    "transformer_timing_run",
+    "transformer_timings",
+]
+
+#: Bump when what this module's runs compute changes for the same configurations (the split,
+#: the norm comparison, the timings); not for a refactor, a docstring or a moved helper.
+VERSION = 1
+
+
+# --8<-- [start:config]
+@dataclass(frozen=True)
+class LengthSplitConfig:
+    """The length-generalization split: train on short sources, test on every length.
+
+    Attributes:
+        max_train_length: Longest source (in tokens) kept for training.
+        label_smoothing: The Transformer's (the one the main run chose on validation BLEU).
+        transformer: The Transformer's settings.
+        bahdanau: The Bahdanau model's settings.
+    """
+
+    max_train_length: int = 24
+    label_smoothing: float = 0.0
+    transformer: TransformerConfig = TRANSFORMER_CONFIG
+    bahdanau: BahdanauConfig = BAHDANAU_CONFIG
+
+
+@dataclass(frozen=True)
+class NormConfig:
+    """Post-norm against pre-norm: the paper's depth, the main run's peak rate from step one.
+
+    Attributes:
+        num_blks: Encoder blocks, and decoder blocks.
+        num_steps: Training steps of each stack.
+        transformer: The other settings of both stacks.
+    """
+
+    num_blks: int = 6
+    num_steps: int = 50
+    transformer: TransformerConfig = TRANSFORMER_CONFIG
+
+
+@dataclass(frozen=True)
+class TimingConfig:
+    """Timings: decoding against output length, with and without the cache; a training batch.
+
+    Attributes:
+        output_lengths: Tokens decoded.
+        repeats: Timed repeats of each measurement (the fastest is kept).
+        train_batches: Training batches timed per model.
+        transformer: The trained Transformer that decodes (the main run's).
+        bahdanau: The Bahdanau models timed beside it.
+    """
+
+    output_lengths: tuple[int, ...] = (8, 16, 32, 64, 128, 256)
+    repeats: int = 3
+    train_batches: int = 10
+    transformer: TransformerConfig = TRANSFORMER_CONFIG
+    bahdanau: BahdanauConfig = BAHDANAU_CONFIG
+
+
+#: The length-generalization split (its label smoothing is the main run's choice).
+LENGTH_SPLIT_CONFIG = LengthSplitConfig()
+#: Post-norm against pre-norm.
+NORM_CONFIG = NormConfig()
+#: The timings.
+TIMING_CONFIG = TimingConfig()
+# --8<-- [end:config]
+
+#: The probes of the three runs beyond the main one: the same code at the probe's sizes.
+LENGTH_SPLIT_PROBE = LengthSplitConfig(
+    label_smoothing=0.1, transformer=TRANSFORMER_PROBE, bahdanau=BAHDANAU_PROBE
+)
+NORM_PROBE = NormConfig(num_blks=2, num_steps=3, transformer=TRANSFORMER_PROBE)
+TIMING_PROBE = TimingConfig(
+    output_lengths=(2, 4), repeats=1, train_batches=1, transformer=TRANSFORMER_PROBE,
+    bahdanau=BAHDANAU_PROBE,
+)  # fmt: skip
+
+
+# ---------------------------------------------------------------------------------------------
+# A harder test: train on short sources, test on longer ones
+
+
+# --8<-- [start:length_split]
+def length_split(
+    data: TranslationData, max_train_length: int, seed: int = BAHDANAU_CONFIG.seed
+) -> tuple[DataLoader, list[tuple[str, str]]]:
+    """Batches of the training pairs with short sources, and the pairs to test on.
+
+    The loader is built like `bahdanau_data`'s (similar lengths together, a seeded order) from
+    the training pairs whose source has at most ``max_train_length`` tokens. The test pairs
+    are the validation and test splits together: none is trained on, and they hold sources of
+    every length.
+
+    Args:
+        data: `bahdanau_data()`.
+        max_train_length: Longest source (in tokens) kept for training.
+        seed: Seed of the batches' order (the Bahdanau chapter's).
+
+    Returns:
+        (training loader, held-out pairs).
+    """
+    lengths = [len(tokenize(source)) for source, _ in data.train_pairs]
+    keep = [i for i, n in enumerate(lengths) if n <= max_train_length]
+    sampler = LengthBucketSampler(
+        [lengths[i] for i in keep],
+        data.train_loader.batch_sampler.batch_size,
+        torch.Generator().manual_seed(seed),
+    )
+    loader = DataLoader(
+        Subset(data.train_loader.dataset, keep),
+        batch_sampler=sampler,
+        collate_fn=data.train_loader.collate_fn,
+    )
+    return loader, data.valid_pairs + data.test_pairs
+
+
+# --8<-- [end:length_split]
+
+
+def transformer_length_run(config: LengthSplitConfig = LENGTH_SPLIT_CONFIG) -> dict[str, Any]:
+    """Train both attention models on short sources; translate sources of every length.
+
+    The full result (`transformer_length_experiment`) and the probe come from here.
+
+    Args:
+        config: The split and both models' settings.
+
+    Returns:
+        See `transformer_length_experiment`.
+    """
+    data = bahdanau_data()
+    sizes = len(data.src_vocab), len(data.tgt_vocab)
+    ours, theirs = config.transformer, config.bahdanau
+    loader, held_out = length_split(data, config.max_train_length, theirs.seed)
+    held_out = held_out[: ours.max_sentences]  # the probe translates a few
+    result: dict[str, Any] = {"num_train_pairs": len(loader.dataset)}
+    with torch_threads(1):
+        set_seed(ours.seed)
+        model = transformer_make_model(*sizes, ours)
+        run = transformer_train(
+            model, limited(loader, ours.max_batches), ours, config.label_smoothing
+        )
+        run["greedy"] = transformer_translate(model, data, held_out)
+        result["transformer"] = run
+        set_seed(theirs.seed)  # the Bahdanau chapter's model, initialized as there
+        _, attention = bahdanau_make_models(*sizes, theirs)
+        loader, _ = length_split(data, config.max_train_length, theirs.seed)  # the same batches
+        start = time.perf_counter()
+        history = fit(
+            attention,
+            limited(loader, theirs.max_batches),
+            translation_loss,
+            num_epochs=theirs.num_epochs,
+            lr=theirs.lr,
+            grad_clip=theirs.grad_clip,
+            device="cpu",
+            seed=theirs.seed,
+        )
+        result["bahdanau"] = {
+            "train_seconds": time.perf_counter() - start,
+            "train_loss": history.train_loss,
+            "greedy": transformer_translate(attention, data, held_out),
+        }
+    return result
+
+
+def transformer_studies_key(config: Any) -> dict[str, Any]:
+    """The key in the store of a run of this module, as it declares it.
+
+    Its configuration, this module's `VERSION`, the corpus, and the versions of the two
+    experiments whose code it runs too (the Transformer's and the Bahdanau chapter's).
+
+    Args:
+        config: The run's configuration.
+
+    Returns:
+        A dict of JSON values, for `cached`.
+    """
+    return declared_key(
+        config,
+        VERSION,
+        corpus=corpus_digest(),
+        transformer_version=transformer.VERSION,
+        bahdanau_version=bahdanau.VERSION,
+    )
+
+
+def transformer_length_experiment() -> dict[str, Any]:
+    """Train (or load) both attention models on sources of at most ``max_train_length`` tokens.
+
+    The Transformer uses the main run's configuration and the label smoothing chosen there;
+    the Bahdanau model uses the Bahdanau chapter's. Both are tested on the validation and test
+    splits (`length_split`).
+
+    Returns:
+        "num_train_pairs", and for "transformer" and "bahdanau": "train_seconds",
+        "train_loss" and the greedy translations "greedy" of the held-out pairs.
+    """
+    config = _length_config()
+    return cached(
+        "transformer-length",
+        transformer_studies_key(config),
+        lambda: transformer_length_run(config),
+    )
+
+
+def _length_key() -> dict[str, Any] | None:
+    """The length run's key, or None while the main run (whose choice it needs) is not stored."""
+    if not is_cached("transformer", transformer_cache_key()):
+        return None
+    return transformer_studies_key(_length_config())
+
+
+def _length_config() -> LengthSplitConfig:
+    """`LENGTH_SPLIT_CONFIG` with the label smoothing that the main run chose."""
+    chosen = float(transformer_chosen_smoothing())
+    return replace(LENGTH_SPLIT_CONFIG, label_smoothing=chosen)
+
+
+# ---------------------------------------------------------------------------------------------
+# Post-norm or pre-norm
+
+
+def transformer_norm_run(config: NormConfig = NORM_CONFIG) -> dict[str, Any]:
+    """Train a deep post-norm and a deep pre-norm stack, without warm-up, on the same batches.
+
+    The full result (`transformer_norm_experiment`) and the probe come from here.
+
+    Args:
+        config: The depth, the number of steps and the other settings.
+
+    Returns:
+        See `transformer_norm_experiment`.
+    """
+    data = bahdanau_data()
+    sizes = len(data.src_vocab), len(data.tgt_vocab)
+    deep = replace(config.transformer, num_blks=config.num_blks)
+    result = {}
+    with torch_threads(1):
+        for name, norm_first in (("post-norm", False), ("pre-norm", True)):
+            set_seed(deep.seed)
+            model = transformer_make_model(*sizes, deep, norm_first=norm_first)
+            loader = bahdanau_data().train_loader  # the same batches for both
+            run = transformer_train(
+                model, loader, deep, 0.0, warmup=False, max_steps=config.num_steps
+            )
+            result[name] = run | {"num_parameters": num_parameters(model)}
+    return result
+
+
+def transformer_norm_experiment() -> dict[str, Any]:
+    """Train (or load) a deep post-norm and a deep pre-norm Transformer without warmup.
+
+    Both start from the same seed, see the same batches and use the main run's peak rate
+    from the first step, for ``NORM_CONFIG.num_steps`` steps.
+
+    Returns:
+        For "post-norm" and "pre-norm": "step_loss" (every step's training loss),
+        "train_seconds" and "num_parameters".
+    """
+    key = transformer_studies_key(NORM_CONFIG)
+    return cached("transformer-norm", key, lambda: transformer_norm_run(NORM_CONFIG))
+
+
+# ---------------------------------------------------------------------------------------------
+# Timings: decoding with and without the key/value cache, and one training batch
+
+
+# --8<-- [start:decode_steps]
+@torch.no_grad()
+def transformer_decode_steps(
+    model: EncoderDecoder, src: Tensor, src_valid_lens: Tensor, bos_index: int, num_steps: int
+) -> Tensor:
+    """Greedy decoding for exactly ``num_steps`` tokens (it does not stop at ``<eos>``).
+
+    The decoder gets one new token per call; whether it keeps a key/value cache is its own
+    ``use_cache`` setting.
+
+    Args:
+        model: A Transformer encoder-decoder.
+        src: Source tokens.
+        src_valid_lens: Number of real tokens per source.
+        bos_index: The first decoder input.
+        num_steps: Number of tokens to generate.
+
+    Returns:
+        The generated tokens.
+
+    Shapes:
+        - src: ``(batch, num_src_steps)``
+        - returns: ``(batch, num_steps)``
+    """
+    state = model.decoder.init_state(model.encoder(src, src_valid_lens), src_valid_lens)
+    token = torch.full((src.shape[0], 1), bos_index, dtype=torch.long)
+    generated = []
+    for _ in range(num_steps):
+        logits, state = model.decoder(token, state)  # (batch, 1, vocab_size)
+        token = logits[:, -1:].argmax(dim=-1)  # (batch, 1)
+        generated.append(token)
+    return torch.cat(generated, dim=1)
+
+
+# --8<-- [end:decode_steps]
+
+
+def transformer_timing_run(config: TimingConfig = TIMING_CONFIG) -> dict[str, Any]:
+    """Time decoding with and without the cache, and a training batch of each model.
+
+    Everything runs on one thread, one measurement after the other. The full result
+    (`transformer_timings`) and the probe come from here.
+
+    Args:
+        config: What to time, and the trained Transformer that decodes.
+
+    Returns:
+        See `transformer_timings`.
+    """
+    model, data = transformer_trained_model(config.transformer)
+    set_need_weights(model, False)  # time the attention a deployed decoder would use
+    src, src_valid_len = data.encode_sources([data.test_pairs[0][0]])
+    src, bos = src[:, : int(src_valid_len)], data.tgt_vocab.bos
+    decode: dict[str, list[float]] = {"cache": [], "no cache": []}
+    tokens: dict[str, list[Tensor]] = {"cache": [], "no cache": []}
+    with torch_threads(1):
+        for num_steps in config.output_lengths:
+            for name in decode:
+                model.decoder.use_cache = name == "cache"
+                run = functools.partial(
+                    transformer_decode_steps, model, src, src_valid_len, bos, num_steps
+                )
+                decode[name].append(best_seconds(run, config.repeats))
+                tokens[name].append(run())
+        identical = all(map(torch.equal, tokens["cache"], tokens["no cache"]))
+        # One training batch of each model, one model after the other on the same batches:
+        # their ratio depends less on the machine's load than the trainings' own timings do.
+        sizes = len(data.src_vocab), len(data.tgt_vocab)
+        plain, attention = bahdanau_make_models(*sizes, config.bahdanau)
+        models = {
+            "plain": plain,
+            "attention": attention,
+            "transformer": transformer_make_model(*sizes, config.transformer),
+        }
+        batches = list(limited(data.train_loader, config.train_batches))
+        train = {}
+        for name, candidate in models.items():
+            optimizer = torch.optim.Adam(set_need_weights(candidate, False).parameters())
+
+            def steps(candidate=candidate, optimizer=optimizer) -> None:
+                for batch in batches:
+                    optimizer.zero_grad()
+                    translation_loss(candidate, batch)[0].backward()
+                    optimizer.step()
+
+            train[name] = best_seconds(steps, config.repeats) / len(batches)
+    return {"decode_seconds": decode, "identical": identical, "train_batch_seconds": train}
+
+
+def transformer_timings() -> dict[str, Any]:
+    """Time (or load) decoding with and without the cache, and a training batch per model.
+
+    Returns:
+        "decode_seconds": for "cache" and "no cache", the time to decode the first test
+        sentence to each of ``TIMING_CONFIG.output_lengths`` tokens (best of ``repeats``);
+        "identical": whether both generated the same tokens at every length;
+        "train_batch_seconds": seconds per training batch of "plain", "attention" (the two
+        models of the Bahdanau chapter) and "transformer", measured one after the other.
+    """
+    key = transformer_studies_key(TIMING_CONFIG)
+    return cached("transformer-timings", key, lambda: transformer_timing_run(TIMING_CONFIG))
+
+
+# ---------------------------------------------------------------------------------------------
+# The declaration of the runs: their headline numbers, for the referee
+
+
+def transformer_length_headline(result: dict[str, Any]) -> dict[str, float]:
+    """The length split's numbers: BLEU of both models on held-out sources, short and long.
+
+    Args:
+        result: `transformer_length_experiment`'s result.
+
+    Returns:
+        BLEU on the held-out sources up to the longest trained length, and beyond it.
+    """
+    data = bahdanau_data()
+    limit = LENGTH_SPLIT_CONFIG.max_train_length
+    _, held_out = length_split(data, limit)
+    lengths = [len(tokenize(source)) for source, _ in held_out]
+    references = transformer_references(held_out)
+    numbers = {}
+    for model in ("transformer", "bahdanau"):
+        hypotheses = result[model]["greedy"]
+        for label, keep in (
+            (f"<= {limit}", lambda n: n <= limit),
+            (f"> {limit}", lambda n: n > limit),
+        ):
+            chosen = [i for i, n in enumerate(lengths) if keep(n)]
+            numbers[f"BLEU, {model}, sources of {label} tokens"] = token_bleu(
+                [hypotheses[i] for i in chosen], [references[i] for i in chosen]
+            )
+    return numbers
+
+
+def transformer_norm_headline(result: dict[str, Any]) -> dict[str, float]:
+    """The norm experiment's numbers: each stack's mean loss over its last 10 steps.
+
+    Args:
+        result: `transformer_norm_experiment`'s result.
+
+    Returns:
+        ``{"loss of the last 10 steps, post-norm": ..., "..., pre-norm": ...}``.
+    """
+    return {
+        f"loss of the last 10 steps, {name}": sum(run["step_loss"][-10:]) / 10
+        for name, run in result.items()
+    }
+
+
+#: The stored runs of this module. BLEU may move by 1 point and a loss by 0.05: the same
+#: training on another CPU rounds differently and ends a little elsewhere. The timings have no
+#: headline: they are measurements of this machine.
+RUNS = (
+    Run(
+        "transformer-length",
+        VERSION,
+        probe=lambda: transformer_length_run(LENGTH_SPLIT_PROBE),
+        result=transformer_length_experiment,
+        key=_length_key,
+        headline=transformer_length_headline,
+        tolerance=1.0,
+    ),
+    Run(
+        "transformer-norm",
+        VERSION,
+        probe=lambda: transformer_norm_run(NORM_PROBE),
+        result=transformer_norm_experiment,
+        key=lambda: transformer_studies_key(NORM_CONFIG),
+        headline=transformer_norm_headline,
+        tolerance=0.05,
+    ),
+    Run(
+        "transformer-timings",
+        VERSION,
+        probe=lambda: transformer_timing_run(TIMING_PROBE),
+        result=transformer_timings,
+        key=lambda: transformer_studies_key(TIMING_CONFIG),
+    ),
+)

@@ -1,0 +1,103 @@
+"""Timing and threads: how the book's experiments run and time their computations on a CPU.
+
+The book's models are small: their matrix products gain little from a second thread, and on a
+shared machine threads that wait for each other lose much more. So the experiments train and
+time on one thread (`torch_threads`), and a timing takes the fastest or the median of several
+repeats (`best_seconds`, `median_seconds`), by the wall clock or by the CPU time of the calling
+thread (`time.thread_time`), which the other processes of a loaded machine do not inflate.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import statistics
+import time
+from collections.abc import Callable, Iterator
+
+import torch
+
+__all__ = ["best_seconds", "median_seconds", "torch_threads"]
+
+
+@contextlib.contextmanager
+def torch_threads(num_threads: int = 1) -> Iterator[None]:
+    """Run the block with PyTorch on `num_threads` threads, and restore the count after.
+
+    Args:
+        num_threads: Threads for PyTorch's operators inside the block.
+
+    Raises:
+        ValueError: If `num_threads` is less than 1.
+
+    Example:
+        >>> with torch_threads(1):  # doctest: +SKIP
+        ...     history = fit(model, loader, loss_fn, num_epochs=3)
+    """
+    if num_threads < 1:
+        raise ValueError(f"num_threads must be at least 1, got {num_threads}")
+    before = torch.get_num_threads()
+    torch.set_num_threads(num_threads)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
+def best_seconds(
+    compute: Callable[[], object], repeats: int, clock: Callable[[], float] = time.perf_counter
+) -> float:
+    """The shortest of `repeats` runs of ``compute()``: the least disturbed one.
+
+    Args:
+        compute: What to time, called without arguments.
+        repeats: How many times to run it (at least 1).
+        clock: ``time.perf_counter`` (wall clock) or ``time.thread_time`` (CPU time of this
+            thread).
+
+    Returns:
+        Seconds.
+
+    Raises:
+        ValueError: If `repeats` is less than 1.
+    """
+    return min(_seconds(compute, repeats, clock))
+
+
+def median_seconds(
+    compute: Callable[[], object],
+    repeats: int,
+    clock: Callable[[], float] = time.perf_counter,
+    *,
+    warm_up: bool = True,
+) -> float:
+    """The median time of `repeats` runs of ``compute()``, after one untimed run.
+
+    The untimed first run pays for what happens once (allocations, a kernel's first call).
+
+    Args:
+        compute: What to time, called without arguments.
+        repeats: How many timed runs (at least 1).
+        clock: ``time.perf_counter`` (wall clock) or ``time.thread_time`` (CPU time of this
+            thread).
+        warm_up: Run ``compute()`` once before timing.
+
+    Returns:
+        Seconds.
+
+    Raises:
+        ValueError: If `repeats` is less than 1.
+    """
+    if warm_up:
+        compute()
+    return statistics.median(_seconds(compute, repeats, clock))
+
+
+def _seconds(compute: Callable[[], object], repeats: int, clock: Callable[[], float]) -> list:
+    if repeats < 1:
+        raise ValueError(f"repeats must be at least 1, got {repeats}")
+    times = []
+    for _ in range(repeats):
+        start = clock()
+        compute()
+        times.append(clock() - start)
+    return times
