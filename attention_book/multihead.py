@@ -16,7 +16,7 @@ from torch import Tensor, nn
 
 from attention_book.attention import DotProductAttention
 from attention_book.positional import LearnedPositionalEmbedding
-from attention_book.validation import check_dims, check_keys_values
+from attention_book.validation import check_attention_inputs, check_dims
 
 __all__ = [
     "GroupedQueryAttention",
@@ -186,18 +186,8 @@ class MultiHeadAttention(nn.Module):
             ValueError: If an input is not 3-D, has a feature size other than the layer's
                 input size, keys and values differ in length, or a mask is malformed.
         """
-        for name, X, size_name, layer in (
-            ("queries", queries, "query_size", self.W_q),
-            ("keys", keys, "key_size", self.W_k),
-            ("values", values, "value_size", self.W_v),
-        ):
-            check_dims(name, X, (3,), f"(batch, n, {size_name})")
-            if X.shape[-1] != layer.in_features:
-                raise ValueError(
-                    f"{name} must have last dim {size_name}={layer.in_features}, "
-                    f"got shape {tuple(X.shape)}"
-                )
-        check_keys_values(keys, values)
+        sizes = self.W_q.in_features, self.W_k.in_features, self.W_v.in_features
+        check_attention_inputs(queries, keys, values, sizes)
         if attn_mask is not None and attn_mask.dim() == 3:
             attn_mask = attn_mask.unsqueeze(1)  # (batch, 1, num_queries, num_keys)
         queries = split_heads(self.W_q(queries), self.num_heads)  # (batch, heads, n_q, head_dim)
@@ -309,18 +299,8 @@ class GroupedQueryAttention(nn.Module):
             ValueError: If an input is not 3-D, has a feature size other than the layer's
                 input size, or keys and values differ in length.
         """
-        for name, X, size_name, layer in (
-            ("queries", queries, "query_size", self.W_q),
-            ("keys", keys, "key_size", self.W_k),
-            ("values", values, "value_size", self.W_v),
-        ):
-            check_dims(name, X, (3,), f"(batch, n, {size_name})")
-            if X.shape[-1] != layer.in_features:
-                raise ValueError(
-                    f"{name} must have last dim {size_name}={layer.in_features}, "
-                    f"got shape {tuple(X.shape)}"
-                )
-        check_keys_values(keys, values)
+        sizes = self.W_q.in_features, self.W_k.in_features, self.W_v.in_features
+        check_attention_inputs(queries, keys, values, sizes)
         queries = split_heads(self.W_q(queries), self.num_heads)  # (batch, h, n_q, head_dim)
         keys = split_heads(self.W_k(keys), self.num_kv_heads)  # (batch, h_kv, n_k, head_dim)
         values = split_heads(self.W_v(values), self.num_kv_heads)  # (batch, h_kv, n_k, head_dim)

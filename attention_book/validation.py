@@ -12,6 +12,7 @@ import torch
 from torch import Tensor
 
 __all__ = [
+    "check_attention_inputs",
     "check_bool_mask",
     "check_dims",
     "check_hidden_states",
@@ -51,6 +52,35 @@ def check_keys_values(keys: Tensor, values: Tensor) -> None:
             f"keys and values must have the same length (num_keys), got keys of shape "
             f"{tuple(keys.shape)} and values of shape {tuple(values.shape)}"
         )
+
+
+def check_attention_inputs(
+    queries: Tensor, keys: Tensor, values: Tensor, sizes: tuple[int, int, int]
+) -> None:
+    """Raise ``ValueError`` unless the inputs of a multi-head layer fit its projections.
+
+    Each input must be 3-D, ``(batch, n, size)``, with the feature size its projection takes,
+    and keys and values must be as many.
+
+    Args:
+        queries: Query vectors, ``(batch, num_queries, query_size)``.
+        keys: Key vectors, ``(batch, num_keys, key_size)``.
+        values: Value vectors, ``(batch, num_keys, value_size)``.
+        sizes: The layer's ``(query_size, key_size, value_size)``.
+    """
+    for name, X, size_name, size in zip(
+        ("queries", "keys", "values"),
+        (queries, keys, values),
+        ("query_size", "key_size", "value_size"),
+        sizes,
+        strict=True,
+    ):
+        check_dims(name, X, (3,), f"(batch, n, {size_name})")
+        if X.shape[-1] != size:
+            raise ValueError(
+                f"{name} must have last dim {size_name}={size}, got shape {tuple(X.shape)}"
+            )
+    check_keys_values(keys, values)
 
 
 def check_leading_axes(queries: Tensor, keys: Tensor, values: Tensor) -> None:

@@ -300,7 +300,7 @@ result = vit_experiment()
 ??? example "A solution"
 
     ```python
-    from attention_book.experiments.transformer import transformer_length_experiment
+    from attention_book.experiments.transformer_studies import transformer_length_experiment
 
     transformer_length_experiment()
     ```

@@ -3,19 +3,21 @@ import torch
 
 from attention_book.experiments.optimizations import (
     OPTIMIZATIONS_CONFIG,
-    PUBLISHED_MODELS,
     VARIANTS,
-    kv_cache_bytes,
     optimizations_decode,
     optimizations_encode,
     optimizations_experiment,
     optimizations_make_model,
     optimizations_text,
     optimizations_vocab,
+)
+from attention_book.experiments.optimizations_measurements import (
+    PUBLISHED_MODELS,
+    kv_cache_bytes,
     receptive_fields,
     rope_offset_errors,
 )
-from attention_book.gpt import KVCache, LinearAttentionCache
+from attention_book.kv_cache import KVCache, LinearAttentionCache
 from attention_book.masking import sliding_window_mask
 
 
@@ -78,3 +80,12 @@ def test_rope_offset_errors_are_rounding_errors():
     assert errors["float64"]["relative"] < 1e-12
     assert errors["float32"]["relative"] < 1e-5
     assert errors["float32"]["relative"] > errors["float64"]["relative"]
+
+
+def test_the_moved_measurements_still_import_from_the_optimizations_module():
+    from attention_book.experiments import optimizations, optimizations_measurements
+    from attention_book.experiments.optimizations import kv_cache_bytes as moved
+
+    assert moved is optimizations_measurements.kv_cache_bytes
+    with pytest.raises(AttributeError, match="no attribute 'nothing'"):
+        optimizations.nothing  # noqa: B018

@@ -6,7 +6,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from attention_book.gpt import GPT, CausalSelfAttention, GPTBlock, KVCache, LinearAttentionCache
+from attention_book.gpt import GPT, CausalSelfAttention, GPTBlock
+from attention_book.kv_cache import KVCache, LinearAttentionCache
 from attention_book.masking import sliding_window_mask
 from attention_book.rotary import apply_rotary
 

@@ -2,6 +2,7 @@ import pytest
 import torch
 
 from attention_book.validation import (
+    check_attention_inputs,
     check_bool_mask,
     check_dims,
     check_hidden_states,
@@ -86,3 +87,22 @@ def test_valid_input_passes_every_check():
 def test_bad_input_names_the_argument_and_its_shape(check, message):
     with pytest.raises(ValueError, match=message):
         check()
+
+
+@pytest.mark.parametrize(
+    ("shapes", "message"),
+    [
+        (((2, 3, 4), (2, 5, 6), (2, 5, 7)), None),
+        (((3, 4), (2, 5, 6), (2, 5, 7)), r"queries must have 3 dims \(batch, n, query_size\)"),
+        (((2, 3, 5), (2, 5, 6), (2, 5, 7)), r"queries must have last dim query_size=4"),
+        (((2, 3, 4), (2, 5, 6), (2, 5, 8)), r"values must have last dim value_size=7"),
+        (((2, 3, 4), (2, 5, 6), (2, 4, 7)), r"keys and values must have the same length"),
+    ],
+)
+def test_attention_inputs_must_fit_the_projections(shapes, message):
+    tensors = [torch.zeros(shape) for shape in shapes]
+    if message is None:
+        check_attention_inputs(*tensors, (4, 6, 7))
+    else:
+        with pytest.raises(ValueError, match=message):
+            check_attention_inputs(*tensors, (4, 6, 7))

@@ -7,6 +7,8 @@
   records it anyway, for the same code on a machine that rounds differently.
 - ``headlines FILE``: compare the headline numbers of the full results in the store with FILE.
 - ``record-headlines FILE``: record them (after checking the chapters' prose against them).
+- ``keys FILE``: write the key in the store of every full result (nothing is trained); CI keys
+  the store it saves by a digest of that file.
 - ``--run NAME`` (repeatable) limits any command to those runs.
 
 In the repository, ``make probes`` records both files in ``tests/recorded/``.
@@ -23,6 +25,7 @@ from pathlib import Path
 from attention_book.experiments.probes import (
     check_headlines,
     check_probes,
+    declared_keys,
     declared_runs,
     probe_fingerprints,
     record_headlines,
@@ -42,7 +45,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m attention_book.experiments", description=__doc__.splitlines()[0]
     )
-    commands = ["probes", "record-probes", "headlines", "record-headlines"]
+    commands = ["probes", "record-probes", "headlines", "record-headlines", "keys"]
     parser.add_argument("command", choices=commands)
     parser.add_argument("file", type=Path, help="the JSON file of recorded values")
     parser.add_argument("--run", action="append", help="only this run (repeatable)")
@@ -54,6 +57,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         if unknown:
             parser.error(f"no declared run named {unknown} (runs: {[r.name for r in runs]})")
         runs = [run for run in runs if run.name in args.run]
+    if args.command == "keys":
+        args.file.parent.mkdir(parents=True, exist_ok=True)
+        text = json.dumps(declared_keys(runs), indent=1, sort_keys=True)
+        args.file.write_text(text + "\n", encoding="utf-8")
+        return 0
     recorded = json.loads(args.file.read_text(encoding="utf-8")) if args.file.exists() else {}
     if args.command == "probes":
         problems = check_probes(recorded, probe_fingerprints(runs), runs)

@@ -29,12 +29,12 @@ from attention_book.data.corpus import corpus_digest
 from attention_book.data.text import tokenize
 from attention_book.data.translation import TranslationData, load_translation_data
 from attention_book.decoding import Translation, beam_search, greedy_decode
+from attention_book.losses import translation_loss
 from attention_book.seq2seq import (
     EncoderDecoder,
     Seq2SeqAttentionDecoder,
     Seq2SeqDecoder,
     Seq2SeqEncoder,
-    translation_loss,
 )
 from attention_book.store import Run, cached, declared_key
 from attention_book.timing import torch_threads

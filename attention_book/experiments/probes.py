@@ -43,6 +43,7 @@ __all__ = [
     "PROBE_RTOL",
     "check_headlines",
     "check_probes",
+    "declared_keys",
     "declared_runs",
     "differences",
     "fingerprint",
@@ -368,6 +369,22 @@ def check_headlines(recorded: Mapping[str, Any], runs: list[Run] | None = None) 
                     f"recorded. {_advice(run)}"
                 )
     return problems
+
+
+def declared_keys(runs: list[Run] | None = None) -> dict[str, Any]:
+    """The key in the store of every declared full result, without training anything.
+
+    A run whose key needs another run's stored result (the Transformer's length split needs
+    the main run's choice) has None while that result is not stored. CI keys its saved store
+    by a digest of this, so that a new key saves a new store.
+
+    Args:
+        runs: The runs; every declared run by default.
+
+    Returns:
+        ``{name: key or None}``.
+    """
+    return {run.name: run.key() for run in (declared_runs() if runs is None else runs)}
 
 
 def record_headlines(path: Path, runs: list[Run] | None = None) -> dict[str, Any]:

@@ -35,7 +35,8 @@ from attention_book.experiments.bahdanau import (
     limited,
     token_bleu,
 )
-from attention_book.seq2seq import EncoderDecoder, label_smoothed_cross_entropy
+from attention_book.losses import label_smoothed_cross_entropy
+from attention_book.seq2seq import EncoderDecoder
 from attention_book.store import Run, cached, declared_key
 from attention_book.timing import torch_threads
 from attention_book.training.loop import fit, set_seed

@@ -47,7 +47,8 @@ from attention_book.experiments.transformer import (
     transformer_trained_model,
     transformer_translate,
 )
-from attention_book.seq2seq import EncoderDecoder, translation_loss
+from attention_book.losses import translation_loss
+from attention_book.seq2seq import EncoderDecoder
 from attention_book.store import Run, cached, declared_key, is_cached
 from attention_book.timing import best_seconds, torch_threads
 from attention_book.training.loop import fit, set_seed

@@ -11,17 +11,19 @@ import torch
 from matplotlib.figure import Figure
 
 from attention_book.experiments.optimizations import (
-    LINEAR_HEAD_DIM,
     OPTIMIZATIONS_CONFIG,
     VARIANTS,
-    generation_timings,
-    linear_attention_measurements,
     optimizations_decode,
     optimizations_encode,
     optimizations_experiment,
     optimizations_make_model,
     optimizations_text,
     optimizations_trained_model,
+)
+from attention_book.experiments.optimizations_measurements import (
+    LINEAR_HEAD_DIM,
+    generation_timings,
+    linear_attention_measurements,
     receptive_fields,
     rope_offset_errors,
 )
