@@ -361,8 +361,11 @@ class Run:
             training (it needs another run's stored result).
         headline: Maps the full result to its headline numbers, ``{label: number}``; None for
             a run without any (a timing).
-        tolerance: How far each headline number may move (absolute, in its own unit), e.g.
-            1.0 for a BLEU score.
+        tolerance: How far each headline number may move (absolute, in its own unit, e.g.
+            BLEU points) on a CPU with the vector instructions it was recorded with.
+        drift: How far it may move on a CPU with other vector instructions, where rounding
+            differs and a training ends elsewhere: measured for each run by training it with
+            PyTorch's unvectorized kernels (``ATEN_CPU_CAPABILITY=default``).
         module: The module that declares it (`declared_runs` of
             `attention_book.experiments.probes` fills it in).
         version_name: The name of the constant that holds `version` in that module.
@@ -375,5 +378,6 @@ class Run:
     key: Callable[[], dict[str, Any] | None]
     headline: Callable[[Any], dict[str, float]] | None = None
     tolerance: float = 0.0
+    drift: float = 0.0
     module: str = ""
     version_name: str = "VERSION"

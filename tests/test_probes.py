@@ -24,6 +24,7 @@ from attention_book.experiments.probes import (
     PROBE_RTOL,
     check_headlines,
     check_probes,
+    cpu_capability,
     declared_runs,
     differences,
     fingerprint,
@@ -63,7 +64,7 @@ def test_every_run_with_a_headline_has_a_tolerance_and_its_module_a_version():
     for run in RUNS.values():
         assert getattr(importlib.import_module(run.module), run.version_name) == run.version
         if run.headline is not None:
-            assert run.tolerance > 0, run.name
+            assert run.drift >= run.tolerance > 0, run.name
 
 
 # --- the fingerprint and its comparison ------------------------------------------------------
@@ -172,15 +173,37 @@ def test_the_referee_compares_stored_headline_numbers_within_the_tolerance(tmp_p
     cached("demo", key, lambda: {"bleu": 30.0})
     run = Run(
         "demo", 1, probe=dict, result=lambda: cached("demo", key, dict), key=lambda: key,
-        headline=lambda result: {"BLEU": result["bleu"]}, tolerance=1.0, module="demo.module",
+        headline=lambda result: {"BLEU": result["bleu"]}, tolerance=1.0, drift=5.0,
+        module="demo.module",
     )  # fmt: skip
-    assert check_headlines({"demo": {"version": 1, "numbers": {"BLEU": 30.8}}}, [run]) == []
-    (problem,) = check_headlines({"demo": {"version": 1, "numbers": {"BLEU": 28.0}}}, [run])
-    assert problem.startswith("demo: BLEU is 30, recorded 28.0 (tolerance ±1)")
+
+    def recorded(bleu, cpu=None):
+        entry = {"version": 1, "cpu": cpu or cpu_capability(), "numbers": {"BLEU": bleu}}
+        return {"demo": entry}
+
+    assert check_headlines(recorded(30.8), [run]) == []
+    (problem,) = check_headlines(recorded(28.0), [run])
+    assert problem.startswith(
+        f"demo: BLEU is 30, recorded 28.0 (tolerance ±1 on {cpu_capability()} kernels, as "
+        "recorded): the full run computes differently"
+    )
+    # Recorded on a CPU with other vector instructions: the measured drift applies.
+    assert check_headlines(recorded(27.0, cpu="OTHER"), [run]) == []
+    (problem,) = check_headlines(recorded(24.0, cpu="OTHER"), [run])
+    assert "(tolerance ±5 on" in problem and "kernels, recorded on OTHER)" in problem
     (problem,) = check_headlines({}, [run])
     assert problem.startswith("demo: no headline numbers recorded for VERSION 1")
     unstored = Run("other", 1, probe=dict, result=dict, key=lambda: None, headline=dict)
     assert check_headlines({}, [unstored]) == []  # not in the store: nothing to compare
+
+
+def test_every_recorded_headline_is_of_a_declared_run_and_version():
+    recorded = json.loads((RECORDED.parent / "headlines.json").read_text(encoding="utf-8"))
+    with_headlines = {name for name, run in RUNS.items() if run.headline is not None}
+    assert set(recorded) == with_headlines
+    for name, entry in recorded.items():
+        assert entry["version"] == RUNS[name].version, f"re-record {name}'s headline numbers"
+        assert RUNS[name].drift >= RUNS[name].tolerance > 0
 
 
 # --- shown failing on a broken copy ----------------------------------------------------------

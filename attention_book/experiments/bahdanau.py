@@ -417,8 +417,10 @@ def bahdanau_headline(result: dict[str, Any]) -> dict[str, float]:
     }
 
 
-#: The cached run of this module, for the probe test and the referee. A BLEU score may move by
-#: 1 point: the same training on another CPU rounds differently and ends a little elsewhere.
+#: The cached run of this module, for the probe test and the referee. On a CPU with the
+#: recorded vector instructions a BLEU score may move by 0.5; on another, by 12: trained with
+#: PyTorch's unvectorized kernels instead of AVX-512, the attention model's test BLEU ended
+#: 8.6 points lower (88.2 against 96.7), the plain model's 0.6 higher.
 RUNS = (
     Run(
         "bahdanau",
@@ -427,6 +429,7 @@ RUNS = (
         result=bahdanau_experiment,
         key=bahdanau_cache_key,
         headline=bahdanau_headline,
-        tolerance=1.0,
+        tolerance=0.5,
+        drift=12.0,
     ),
 )

@@ -242,8 +242,9 @@ def multihead_headline(result: dict[str, Any]) -> dict[str, float]:
     return numbers
 
 
-#: The cached run of this module. An accuracy may move by 2 points: the same training on
-#: another CPU rounds differently.
+#: The cached run of this module. On a CPU with the recorded vector instructions an accuracy
+#: may move by 0.5 points; on another, by 3 (measured with unvectorized kernels: -1.1 for one
+#: head, none for two and four).
 RUNS = (
     Run(
         "multihead",
@@ -252,6 +253,7 @@ RUNS = (
         result=multihead_experiment,
         key=multihead_cache_key,
         headline=multihead_headline,
-        tolerance=2.0,
+        tolerance=0.5,
+        drift=3.0,
     ),
 )

@@ -358,12 +358,14 @@ def _declared(variant: str, seed: int) -> Run:
         result=lambda: optimizations_experiment(variant, seed),
         key=lambda: optimizations_cache_key(variant, seed),
         headline=optimizations_headline,
-        tolerance=0.02,
+        tolerance=0.002,
+        drift=0.005,
     )
 
 
 #: The cached runs of this module: every variant, and the baseline with a second seed. A
-#: validation loss may move by 0.02 nats: the same training on another CPU rounds differently.
+#: validation loss may move by 0.002 nats on a CPU with the recorded vector instructions and by
+#: 0.005 on another (measured with unvectorized kernels: less than 0.0001 for every variant).
 RUNS = (*(_declared(variant, 0) for variant in VARIANTS), _declared("baseline", 1))
 
 

@@ -43,6 +43,7 @@ __all__ = [
     "PROBE_RTOL",
     "check_headlines",
     "check_probes",
+    "cpu_capability",
     "declared_keys",
     "declared_runs",
     "differences",
@@ -332,21 +333,33 @@ def headline_numbers(runs: list[Run] | None = None, *, train: bool = False) -> d
         if not train and ((key := run.key()) is None or not is_cached(run.name, key)):
             continue
         numbers = {label: float(value) for label, value in run.headline(run.result()).items()}
-        found[run.name] = {"version": run.version, "numbers": numbers}
+        found[run.name] = {"version": run.version, "cpu": cpu_capability(), "numbers": numbers}
     return found
+
+
+def cpu_capability() -> str:
+    """The vector instructions PyTorch's CPU kernels use here: "AVX512", "AVX2", "DEFAULT"...
+
+    Returns:
+        ``torch.backends.cpu.get_cpu_capability()``.
+    """
+    return torch.backends.cpu.get_cpu_capability()
 
 
 def check_headlines(recorded: Mapping[str, Any], runs: list[Run] | None = None) -> list[str]:
     """The referee: compare the headline numbers of the stored full results with `recorded`.
 
     Only results in the store are compared (the site build has just trained what it shows).
+    On a CPU with the vector instructions the numbers were recorded with, each may move by its
+    run's `tolerance`; on another, by its `drift`: other instructions round differently, and a
+    training that rounds differently ends elsewhere.
 
     Args:
         recorded: The recorded file's content (`record_headlines` wrote it).
         runs: The runs; every declared run by default.
 
     Returns:
-        One message per run whose numbers moved beyond its tolerance, or whose version has
+        One message per number that moved beyond its tolerance, or per run whose version has
         no recorded numbers; empty if all agree.
     """
     runs = declared_runs() if runs is None else runs
@@ -360,13 +373,20 @@ def check_headlines(recorded: Mapping[str, Any], runs: list[Run] | None = None) 
                 "chapter's prose against the new result, then record them (make probes)"
             )
             continue
+        same_cpu = theirs.get("cpu") == now["cpu"]
+        allowed = run.tolerance if same_cpu else run.drift
+        where = (
+            f"on {now['cpu']} kernels, as recorded"
+            if same_cpu
+            else f"on {now['cpu']} kernels, recorded on {theirs.get('cpu')}"
+        )
         for label, value in now["numbers"].items():
             expected = theirs["numbers"].get(label)
-            if expected is None or abs(value - expected) > run.tolerance:
+            if expected is None or abs(value - expected) > allowed:
                 problems.append(
                     f"{name}: {label} is {value:.4g}, recorded {expected} (tolerance "
-                    f"±{run.tolerance:g}): the full run computes differently from when it was "
-                    f"recorded. {_advice(run)}"
+                    f"±{allowed:g} {where}): the full run computes differently from when it "
+                    f"was recorded. {_advice(run)}"
                 )
     return problems
 

@@ -373,8 +373,9 @@ def transformer_headline(result: dict[str, Any]) -> dict[str, float]:
     return numbers
 
 
-#: The stored main run of this module. BLEU may move by 1 point: the same training on another
-#: CPU rounds differently and ends a little elsewhere.
+#: The stored main run of this module. On a CPU with the recorded vector instructions BLEU may
+#: move by 0.5; on another, by 3 (measured with unvectorized kernels: the model with label
+#: smoothing ended 1.5 points lower, the one without 0.3).
 RUNS = (
     Run(
         "transformer",
@@ -383,7 +384,8 @@ RUNS = (
         result=transformer_experiment,
         key=transformer_cache_key,
         headline=transformer_headline,
-        tolerance=1.0,
+        tolerance=0.5,
+        drift=3.0,
     ),
 )
 

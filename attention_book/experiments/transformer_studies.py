@@ -495,9 +495,11 @@ def transformer_norm_headline(result: dict[str, Any]) -> dict[str, float]:
     }
 
 
-#: The stored runs of this module. BLEU may move by 1 point and a loss by 0.05: the same
-#: training on another CPU rounds differently and ends a little elsewhere. The timings have no
-#: headline: they are measurements of this machine.
+#: The stored runs of this module. On a CPU with the recorded vector instructions BLEU may move
+#: by 0.5 and a loss by 0.005; on another, by 12 and 0.02: trained with unvectorized kernels,
+#: the Transformer's BLEU on sources longer than it was trained on ended 7.9 points higher
+#: (65.2 against 57.2), the post-norm loss 0.003 higher. The timings have no headline: they are
+#: measurements of this machine.
 RUNS = (
     Run(
         "transformer-length",
@@ -506,7 +508,8 @@ RUNS = (
         result=transformer_length_experiment,
         key=_length_key,
         headline=transformer_length_headline,
-        tolerance=1.0,
+        tolerance=0.5,
+        drift=12.0,
     ),
     Run(
         "transformer-norm",
@@ -515,7 +518,8 @@ RUNS = (
         result=transformer_norm_experiment,
         key=lambda: transformer_studies_key(NORM_CONFIG),
         headline=transformer_norm_headline,
-        tolerance=0.05,
+        tolerance=0.005,
+        drift=0.02,
     ),
     Run(
         "transformer-timings",

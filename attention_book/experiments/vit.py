@@ -428,8 +428,9 @@ def vit_headline(result: dict[str, Any]) -> dict[str, float]:
     return numbers
 
 
-#: The cached run of this module. A mean accuracy may move by 1.5 points: the same training on
-#: another CPU rounds differently and ends a little elsewhere.
+#: The cached run of this module. On a CPU with the recorded vector instructions a mean
+#: accuracy may move by 0.5 points; on another, by 2 (measured with unvectorized kernels: at
+#: most 0.9 points, in either direction).
 RUNS = (
     Run(
         "vit",
@@ -438,6 +439,7 @@ RUNS = (
         result=vit_experiment,
         key=vit_cache_key,
         headline=vit_headline,
-        tolerance=1.5,
+        tolerance=0.5,
+        drift=2.0,
     ),
 )
