@@ -9,6 +9,7 @@ and returns a `TranslationData`: the loaders, the vocabularies and the raw sente
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -141,6 +142,44 @@ def _collate_trimmed(samples: list[tuple[torch.Tensor, ...]]) -> tuple[torch.Ten
     )
 
 
+def _prepared(
+    splits: dict[str, list[tuple[str, str]]],
+    max_train_pairs: int | None,
+    min_freq: int,
+    num_steps: int | None,
+) -> tuple[dict, Vocab, Vocab, int, dict[str, TensorDataset]]:
+    """Tokens, vocabularies and index tensors of the splits: what the loaders read."""
+    splits = dict(splits)
+    if max_train_pairs is not None:
+        splits["train"] = splits["train"][:max_train_pairs]
+    tokens = {
+        name: [(tokenize(s), tokenize(t)) for s, t in pairs] for name, pairs in splits.items()
+    }
+    src_vocab = Vocab([s for s, _ in tokens["train"]], min_freq=min_freq)
+    tgt_vocab = Vocab([t for _, t in tokens["train"]], min_freq=min_freq)
+    if num_steps is None:
+        num_steps = 1 + max(
+            len(side) for pairs in tokens.values() for pair in pairs for side in pair
+        )
+    datasets = {
+        name: _translation_tensors(token_pairs, src_vocab, tgt_vocab, num_steps)
+        for name, token_pairs in tokens.items()
+    }
+    return splits, src_vocab, tgt_vocab, num_steps, datasets
+
+
+@functools.lru_cache(maxsize=4)
+def _builtin_prepared(
+    num_pairs: int, seed: int, max_train_pairs: int | None, min_freq: int, num_steps: int | None
+) -> tuple[dict, Vocab, Vocab, int, dict[str, TensorDataset]]:
+    """`_prepared` of the built-in corpus, kept: a chapter and its experiments load it often."""
+    splits = {
+        name: builtin_pairs(name, num_pairs=num_pairs, seed=seed)
+        for name in ("train", "valid", "test")
+    }
+    return _prepared(splits, max_train_pairs, min_freq, num_steps)
+
+
 def load_translation_data(
     batch_size: int = 64,
     num_steps: int | None = None,
@@ -183,28 +222,12 @@ def load_translation_data(
         >>> batch = next(iter(data.train_loader))  # doctest: +SKIP
         >>> src, src_valid_len, tgt_input, tgt_valid_len, tgt_label = batch  # doctest: +SKIP
     """
-    if path is None:
-        splits = {
-            name: builtin_pairs(name, num_pairs=num_pairs, seed=seed)
-            for name in ("train", "valid", "test")
-        }
+    if path is None:  # the same corpus is prepared once per process
+        prepared = _builtin_prepared(num_pairs, seed, max_train_pairs, min_freq, num_steps)
     else:
         splits = split_pairs(read_sentence_pairs(path, skip_malformed=skip_malformed), seed=seed)
-    if max_train_pairs is not None:
-        splits["train"] = splits["train"][:max_train_pairs]
-    tokens = {
-        name: [(tokenize(s), tokenize(t)) for s, t in pairs] for name, pairs in splits.items()
-    }
-    src_vocab = Vocab([s for s, _ in tokens["train"]], min_freq=min_freq)
-    tgt_vocab = Vocab([t for _, t in tokens["train"]], min_freq=min_freq)
-    if num_steps is None:
-        num_steps = 1 + max(
-            len(side) for pairs in tokens.values() for pair in pairs for side in pair
-        )
-    datasets = {
-        name: _translation_tensors(token_pairs, src_vocab, tgt_vocab, num_steps)
-        for name, token_pairs in tokens.items()
-    }
+        prepared = _prepared(splits, max_train_pairs, min_freq, num_steps)
+    splits, src_vocab, tgt_vocab, num_steps, datasets = prepared
     generator = torch.Generator().manual_seed(seed)
     if bucket_by_length:
         src_valid_len = datasets["train"].tensors[1].tolist()
@@ -224,7 +247,7 @@ def load_translation_data(
         train_loader=train_loader,
         valid_loader=DataLoader(datasets["valid"], batch_size=batch_size, collate_fn=collate),
         test_loader=DataLoader(datasets["test"], batch_size=batch_size, collate_fn=collate),
-        train_pairs=splits["train"],
-        valid_pairs=splits["valid"],
-        test_pairs=splits["test"],
+        train_pairs=list(splits["train"]),  # copies: the prepared splits are shared
+        valid_pairs=list(splits["valid"]),
+        test_pairs=list(splits["test"]),
     )
