@@ -346,7 +346,11 @@ def cpu_capability() -> str:
     return torch.backends.cpu.get_cpu_capability()
 
 
-def check_headlines(recorded: Mapping[str, Any], runs: list[Run] | None = None) -> list[str]:
+def check_headlines(
+    recorded: Mapping[str, Any],
+    runs: list[Run] | None = None,
+    now: Mapping[str, Any] | None = None,
+) -> list[str]:
     """The referee: compare the headline numbers of the stored full results with `recorded`.
 
     Only results in the store are compared (the site build has just trained what it shows).
@@ -357,6 +361,7 @@ def check_headlines(recorded: Mapping[str, Any], runs: list[Run] | None = None) 
     Args:
         recorded: The recorded file's content (`record_headlines` wrote it).
         runs: The runs; every declared run by default.
+        now: Their `headline_numbers`, if already computed.
 
     Returns:
         One message per number that moved beyond its tolerance, or per run whose version has
@@ -364,7 +369,7 @@ def check_headlines(recorded: Mapping[str, Any], runs: list[Run] | None = None) 
     """
     runs = declared_runs() if runs is None else runs
     problems = []
-    for name, now in headline_numbers(runs).items():
+    for name, numbers in (headline_numbers(runs) if now is None else now).items():
         run = next(r for r in runs if r.name == name)
         theirs = recorded.get(name)
         if theirs is None or theirs["version"] != run.version:
@@ -373,14 +378,14 @@ def check_headlines(recorded: Mapping[str, Any], runs: list[Run] | None = None) 
                 "chapter's prose against the new result, then record them (make probes)"
             )
             continue
-        same_cpu = theirs.get("cpu") == now["cpu"]
+        same_cpu = theirs.get("cpu") == numbers["cpu"]
         allowed = run.tolerance if same_cpu else run.drift
         where = (
-            f"on {now['cpu']} kernels, as recorded"
+            f"on {numbers['cpu']} kernels, as recorded"
             if same_cpu
-            else f"on {now['cpu']} kernels, recorded on {theirs.get('cpu')}"
+            else f"on {numbers['cpu']} kernels, recorded on {theirs.get('cpu')}"
         )
-        for label, value in now["numbers"].items():
+        for label, value in numbers["numbers"].items():
             expected = theirs["numbers"].get(label)
             if expected is None or abs(value - expected) > allowed:
                 problems.append(
