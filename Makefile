@@ -3,6 +3,7 @@
 #   make test    set up, then run the whole gate (what CI runs)
 #   make page PAGE=docs/chapters/x.md   the same gate for one page (see CONTRIBUTING.md)
 #   make notebooks   run every chapter's downloadable notebook (CI runs it after make test)
+#   make probes      record the probes and headline numbers of the experiments (tests/recorded)
 # Every target installs what it needs first; nothing relies on what was installed by hand.
 
 PYTHON ?= $(shell command -v python3.11 2>/dev/null || command -v python3)
@@ -15,7 +16,7 @@ export MPLBACKEND := Agg
 export PYTHONDONTWRITEBYTECODE := 1
 export NO_MKDOCS_2_WARNING := 1
 
-.PHONY: setup serve site test page notebooks lint unit snippets build browser chromium clean clean-cache
+.PHONY: setup serve site test page notebooks probes lint unit snippets build browser chromium clean clean-cache
 
 setup: $(STAMP)
 
@@ -59,7 +60,7 @@ page: setup chromium
 	  elif [ $$status != 0 ]; then exit $$status; fi
 	$(BIN)/mkdocs build --strict
 	@test "$(PAGE)" = README.md || \
-	  $(BIN)/python tests/browser_check.py site --page "$(PAGE)" --screenshots screenshots
+	  $(BIN)/python -m booktools.browser_check site --page "$(PAGE)" --screenshots screenshots
 
 # Triton reads TRITON_INTERPRET once, at its first import, and the pages' blocks share one
 # process: without a CUDA GPU the whole run uses Triton's interpreter, unless it is set already.
@@ -73,10 +74,16 @@ build: site
 # Every chapter's downloadable notebook, run from top to bottom in a fresh kernel in an empty
 # directory (cells the page skips without a GPU print why and go on).
 notebooks: setup
-	env -u TRITON_INTERPRET $(BIN)/python tests/run_notebooks.py
+	env -u TRITON_INTERPRET $(BIN)/python -m booktools.run_notebooks
 
 browser: setup chromium
-	$(BIN)/python tests/browser_check.py site --screenshots screenshots
+	$(BIN)/python -m booktools.browser_check site --screenshots screenshots
+
+# Record the probes and the headline numbers of the declared runs (see CONTRIBUTING.md, "A
+# training run"): after a VERSION bump, or after checking a changed result against the prose.
+probes: setup
+	$(BIN)/python -m attention_book.experiments record-probes tests/recorded/probes.json
+	$(BIN)/python -m attention_book.experiments record-headlines tests/recorded/headlines.json
 
 # A Chromium for the browser check: Debian's chromium, installed when none is found (root, or
 # sudo). A Chrome that is already installed (as on GitHub's runners) is used as it is.

@@ -1,19 +1,18 @@
-"""The mkdocs hook (docs/hooks/book.py): notebooks from chapters, figure discovery."""
+"""The build tooling of the site (booktools): notebooks, figures, listings, notes, the hook."""
 
-import importlib.util
-import sys
 from pathlib import Path
 
 import nbformat
 import pytest
+from mkdocs.exceptions import PluginError
 
 from attention_book.figures import figure_functions, find_figure
+from booktools import figures, listings
+from booktools.notebooks import chapter_notebook
+from booktools.notes import first_run_notes
+from booktools.state import BuildState, MissingFragmentError
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "docs" / "hooks"))  # as mkdocs does while it loads a hook
-spec = importlib.util.spec_from_file_location("book_hook", ROOT / "docs" / "hooks" / "book.py")
-book = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(book)
 
 CHAPTER = """# A chapter
 
@@ -43,7 +42,7 @@ print(1 + 1)
 
 
 def test_chapter_notebook_turns_runnable_blocks_into_code_cells():
-    notebook = book.chapter_notebook(CHAPTER, "chapters/a/", "https://example.org/")
+    notebook = chapter_notebook(CHAPTER, "chapters/a/", "https://example.org/")
     nbformat.validate(notebook)
     code = [c.source for c in notebook.cells if c.cell_type == "code"]
     assert code == ["print(1 + 1)"]  # the skipped block is a listing with its reason
@@ -59,31 +58,28 @@ def test_chapter_notebook_turns_runnable_blocks_into_code_cells():
 
 
 def test_chapter_notebook_is_stable():
-    first = nbformat.writes(book.chapter_notebook(CHAPTER, "a/", ""))
-    assert first == nbformat.writes(book.chapter_notebook(CHAPTER, "a/", ""))
+    first = nbformat.writes(chapter_notebook(CHAPTER, "a/", ""))
+    assert first == nbformat.writes(chapter_notebook(CHAPTER, "a/", ""))
 
 
 def test_figure_links_are_found_only_in_image_links():
     text = "![a](../figures/one.svg) and `figures/NAME.svg` and [b](figures/two.svg)"
-    assert book.FIGURE_LINK.findall(text) == ["one", "two"]
+    assert figures.FIGURE_LINK.findall(text) == ["one", "two"]
 
 
-# Run in a copy of the package: the hook's figure keys before and after each edit, in order.
+# Run in a copy of the package: the figure keys before and after each edit, in order.
 KEYS_SCRIPT = """
-import importlib.util, json, sys
+import json, sys
 from pathlib import Path
-sys.path.insert(0, str(Path(sys.argv[1]).parent))  # as mkdocs does while it loads a hook
-spec = importlib.util.spec_from_file_location("book_hook", sys.argv[1])
-book = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(book)
-book.ROOT = Path.cwd()  # the copy, with its own benchmarks/results
-modules, edits = json.loads(sys.argv[2]), json.loads(sys.argv[3])
+from booktools import figures
+results = Path.cwd() / "benchmarks" / "results"  # the copy's
+modules, edits = json.loads(sys.argv[1]), json.loads(sys.argv[2])
 changed = []
 for path, text in edits:
-    before = {m: book.figure_key(m, results) for m, results in modules}
+    before = {m: figures.figure_key(m, shown, results) for m, shown in modules}
     with open(path, "a", encoding="utf-8") as file:
         file.write(text)
-    after = {m: book.figure_key(m, results) for m, results in modules}
+    after = {m: figures.figure_key(m, shown, results) for m, shown in modules}
     changed.append(sorted(m.rsplit(".", 1)[1] for m in before if before[m] != after[m]))
 print(json.dumps(changed))
 """
@@ -112,11 +108,11 @@ def test_a_figure_key_changes_with_what_the_figure_draws_from_and_nothing_else(t
         ["attention_book/figures/__init__.py", edit],  # how every SVG is saved
         ["benchmarks/results/run.json", "{}"],  # a committed benchmark result
     ]
-    hook = str(ROOT / "docs" / "hooks" / "book.py")
     result = subprocess.run(
-        [sys.executable, "-c", KEYS_SCRIPT, hook, json.dumps(KEYED), json.dumps(edits)],
+        [sys.executable, "-c", KEYS_SCRIPT, json.dumps(KEYED), json.dumps(edits)],
         cwd=tmp_path,
-        env={"PYTHONPATH": str(tmp_path), "PATH": "/usr/bin:/bin", "MPLBACKEND": "Agg"},
+        # The copy of the package first, then the repository for booktools.
+        env={"PYTHONPATH": f"{tmp_path}:{ROOT}", "PATH": "/usr/bin:/bin", "MPLBACKEND": "Agg"},
         capture_output=True,
         text=True,
         check=True,
@@ -138,20 +134,20 @@ def referenced(pattern) -> set[str]:
 
 
 @pytest.mark.parametrize(
-    "name", sorted(referenced(book.FIGURE_LINK) | referenced(book.BUILD_FRAGMENT))
+    "name", sorted(referenced(figures.FIGURE_LINK) | referenced(figures.BUILD_FRAGMENT))
 )
 def test_every_figure_a_page_shows_has_a_function(name):
     assert callable(find_figure(name))
 
 
 def test_every_listed_figure_is_shown_by_a_page():
-    shown = referenced(book.FIGURE_LINK) | referenced(book.BUILD_FRAGMENT)
+    shown = referenced(figures.FIGURE_LINK) | referenced(figures.BUILD_FRAGMENT)
     assert sorted(set(figure_functions()) - shown) == []
 
 
 def test_render_passes_the_results_directory(tmp_path):
     # The package does not know where the repository keeps benchmark results; the hook does.
-    book.render(["flash_memory_rss"], tmp_path)
+    figures.render(["flash_memory_rss"], tmp_path)
     table = (tmp_path / "flash_memory_rss.md").read_text(encoding="utf-8")
     assert "Run of `benchmarks/flash_memory.py`" in table
 
@@ -161,24 +157,26 @@ def test_render_draws_chapters_in_parallel_workers(tmp_path, monkeypatch):
     monkeypatch.setenv("BOOK_JOBS", "2")
     names = ["home_attention_weights", "cues_qkv_diagram", "cues_pooling_weights"]
     modules = {name: find_figure(name).__module__ for name in names}
-    book.render(names, tmp_path, modules)
+    figures.render(names, tmp_path, modules)
     drawn = sorted(p.name for p in tmp_path.iterdir())
     assert drawn == sorted(f"{n}{variant}" for n in names for variant in (".svg", ".dark.svg"))
 
 
 def test_render_reports_which_chapter_failed(tmp_path):
-    with pytest.raises(book.PluginError, match=r"attention_book.figures.home: exit status 2"):
-        book.render(["no_such_figure"], tmp_path, {"no_such_figure": "attention_book.figures.home"})
+    with pytest.raises(PluginError, match=r"attention_book.figures.home: exit status 2"):
+        figures.render(
+            ["no_such_figure"], tmp_path, {"no_such_figure": "attention_book.figures.home"}
+        )
 
 
 def test_an_include_of_a_missing_section_names_the_page():
     include = '--8<-- "attention_book/plotting.py:nope"'
     page = f'```python title="attention_book/plotting.py"\n{include}\n```\n'
-    with pytest.raises(book.PluginError, match=r"docs/chapters/x.md: .*no section 'nope' in"):
-        book.chapter_notebook(page, "chapters/x/", "", "docs/chapters/x.md")
+    with pytest.raises(PluginError, match=r"docs/chapters/x.md: .*no section 'nope' in"):
+        chapter_notebook(page, "chapters/x/", "", "docs/chapters/x.md")
     missing = page.replace("plotting.py:nope", "nothing.py:nope")
-    with pytest.raises(book.PluginError, match=r"docs/chapters/x.md: .*no file"):
-        book.chapter_notebook(missing, "chapters/x/", "", "docs/chapters/x.md")
+    with pytest.raises(PluginError, match=r"docs/chapters/x.md: .*no file"):
+        chapter_notebook(missing, "chapters/x/", "", "docs/chapters/x.md")
 
 
 def build_files(tmp_path: Path, pages: dict[str, str]):
@@ -196,29 +194,26 @@ def build_files(tmp_path: Path, pages: dict[str, str]):
 
 def test_an_unknown_figure_names_the_page_that_shows_it(tmp_path, monkeypatch):
     files = build_files(tmp_path, {"chapters/x.md": "# X\n\n![a](../figures/not_a_figure.svg)\n"})
-    monkeypatch.setattr(book, "CACHE", tmp_path / "cache")
+    monkeypatch.setattr(figures, "CACHE", tmp_path / "cache")
     index = {"home_attention_weights": ("attention_book.figures.home", False)}
-    monkeypatch.setattr(book, "figure_index", lambda: index)
-    with pytest.raises(book.PluginError, match=r"docs/chapters/x.md: unknown figure 'not_a_f"):
-        book.add_figures(files, {})
+    monkeypatch.setattr(figures, "figure_index", lambda: index)
+    with pytest.raises(PluginError, match=r"docs/chapters/x.md: unknown figure 'not_a_f"):
+        figures.add_figures(files, {}, BuildState())
 
 
 def test_a_fragment_shown_as_an_image_says_how_to_insert_it(tmp_path, monkeypatch):
     files = build_files(tmp_path, {"chapters/x.md": "# X\n\n![a](../figures/table.svg)\n"})
-    monkeypatch.setattr(book, "CACHE", tmp_path / "cache")
+    monkeypatch.setattr(figures, "CACHE", tmp_path / "cache")
     monkeypatch.setattr(
-        book, "figure_index", lambda: {"table": ("attention_book.figures.home", False)}
+        figures, "figure_index", lambda: {"table": ("attention_book.figures.home", False)}
     )
 
     def render(names, out_dir, modules):
         (out_dir / "table.md").write_text("| a |")
 
-    monkeypatch.setattr(book, "render", render)
-    with pytest.raises(book.PluginError, match=r"docs/chapters/x.md: .*returned Markdown.*build:"):
-        book.add_figures(files, {})
-
-
-import book_listings  # noqa: E402  (docs/hooks/ is on sys.path above)
+    monkeypatch.setattr(figures, "render", render)
+    with pytest.raises(PluginError, match=r"docs/chapters/x.md: .*returned Markdown.*build:"):
+        figures.add_figures(files, {}, BuildState())
 
 
 def test_listings_keep_only_the_summary_line_of_each_docstring():
@@ -238,11 +233,11 @@ def test_listings_keep_only_the_summary_line_of_each_docstring():
         """
         return x  # keep comments
 '''
-    assert book_listings.shorten_docstrings(source) == (
+    assert listings.shorten_docstrings(source) == (
         'class A:\n    """One line."""\n\n    def f(self, x):\n'
         '        """Do it, in two lines of summary."""\n        return x  # keep comments'
     )
-    assert book_listings.shorten_docstrings("def broken(:\n") == "def broken(:\n"
+    assert listings.shorten_docstrings("def broken(:\n") == "def broken(:\n"
 
 
 def test_listings_link_what_they_show_to_the_api_reference():
@@ -254,7 +249,7 @@ def test_listings_link_what_they_show_to_the_api_reference():
         '    --8<-- "attention_book/multihead.py:merge_heads"\n'
         "    ```\n\nMore text.\n"
     )
-    expanded = book_listings.expand_listings(page, "docs/chapters/x.md")
+    expanded = listings.expand_listings(page, "docs/chapters/x.md")
     assert "--8<--" not in expanded
     assert "\n    def split_heads(" in expanded and "\n    def merge_heads(" in expanded
     assert "Args:" not in expanded and "Shapes:" not in expanded  # left to the API page
@@ -267,18 +262,48 @@ def test_listings_link_what_they_show_to_the_api_reference():
 
 def test_a_listing_of_a_private_helper_has_no_api_line():
     source = "def _helper():\n    return 1\n"
-    assert book_listings.api_identifiers("attention_book/multihead.py", source) == []
-    assert book_listings.api_identifiers("attention_book/not_documented.py", "def f(): ...") == []
+    assert listings.api_identifiers("attention_book/multihead.py", source) == []
+    assert listings.api_identifiers("attention_book/not_documented.py", "def f(): ...") == []
 
 
-def test_a_fragment_of_several_lines_keeps_the_indentation_of_its_line(monkeypatch):
-    monkeypatch.setitem(book._fragments, "table", "| a |\n| --- |\n| 1 |")
+def test_a_fragment_of_several_lines_keeps_the_indentation_of_its_line():
+    state = BuildState(fragments={"table": "| a |\n| --- |\n| 1 |"})
     page = '??? success "Solution"\n\n    {{ build:table }}\n\nAfter.'
-    assert book.insert_fragments(page, "docs/x.md") == (
+    assert figures.insert_fragments(page, "docs/x.md", state) == (
         '??? success "Solution"\n\n    | a |\n    | --- |\n    | 1 |\n\nAfter.'
     )
-    with pytest.raises(book.PluginError, match=r"docs/x.md: unknown build fragment 'nope'"):
-        book.insert_fragments("{{ build:nope }}", "docs/x.md")
+    with pytest.raises(PluginError, match=r"docs/x.md: unknown build fragment 'nope'"):
+        figures.insert_fragments("{{ build:nope }}", "docs/x.md", state)
+
+
+def test_a_missing_fragment_fails_the_same_way_on_the_page_and_in_the_notebook():
+    page = "# A chapter\n\nThe numbers: {{ build:nope }}\n"
+    errors = []
+    for insert in (
+        lambda: figures.insert_fragments(page, "docs/chapters/x.md", BuildState()),
+        lambda: chapter_notebook(page, "chapters/x/", "", "docs/chapters/x.md", BuildState()),
+    ):
+        with pytest.raises(MissingFragmentError) as error:
+            insert()
+        errors.append(str(error.value))
+    assert errors[0] == errors[1] == "docs/chapters/x.md: unknown build fragment 'nope'"
+
+
+def test_the_hook_keeps_its_state_in_the_configuration_of_each_build():
+    from booktools import hook
+
+    config = hook.on_config({})
+    state = hook.build_state(config)
+    assert isinstance(state, BuildState) and state.fragments == {} and state.frames == {}
+    assert hook.build_state(hook.on_config({})) is not state  # each build starts clean
+    with pytest.raises(PluginError, match="build state is missing"):
+        hook.build_state({})
+
+
+def test_the_hook_file_only_imports_the_tooling():
+    text = (ROOT / "docs" / "hooks" / "book.py").read_text(encoding="utf-8")
+    assert "from booktools.hook import (" in text
+    assert len([line for line in text.splitlines() if line.startswith("def ")]) == 0
 
 
 TRAINING_PAGE = """# A page
@@ -315,7 +340,7 @@ def test_a_block_that_trains_says_what_it_trains_and_for_how_long(tmp_path, monk
         "vit": {"seconds": 65.4, "cpus": 2, "date": "2026-12-01"},
         "transformer": {"seconds": 250.0, "cpus": 2, "date": "2026-12-01"},
     }))  # fmt: skip
-    lines = book.first_run_notes(TRAINING_PAGE).split("\n")
+    lines = first_run_notes(TRAINING_PAGE).split("\n")
     notes = [number for number, line in enumerate(lines) if "The first run trains." in line]
     assert len(notes) == 2  # not the block that trains nothing, nor the listing
     first, second = (lines[number] for number in notes)
@@ -323,5 +348,5 @@ def test_a_block_that_trains_says_what_it_trains_and_for_how_long(tmp_path, monk
     assert "`vit` (1 min 5 s on the machine that built this page, 2 CPU cores)" in first
     assert second.startswith("    > ")  # indented like its block, inside the solution
     assert "`transformer` (4 min 10 s" in second and "`transformer-length` (not timed" in second
-    notebook = book.chapter_notebook(TRAINING_PAGE, "chapters/x/", "https://example.org/")
+    notebook = chapter_notebook(TRAINING_PAGE, "chapters/x/", "https://example.org/")
     assert sum("The first run trains." in cell.source for cell in notebook.cells) == 2

@@ -1,7 +1,8 @@
 """The browser check must catch what a reader would see broken.
 
 These tests build tiny sites in a temporary folder, one healthy and one deliberately broken,
-and run the real checker on them in headless Chromium.
+and run the real checker on them in headless Chromium (one browser for the whole file: starting
+Chromium takes longer than checking a tiny page).
 """
 
 from __future__ import annotations
@@ -11,20 +12,42 @@ import shutil
 from pathlib import Path
 
 import pytest
-from browser_check import (
+
+from booktools.browser_check import (
     check_site,
     check_site_in_parallel,
     default_docs,
+    launch,
     main,
     page_source,
     page_url,
-    runnable_blocks,
     site_pages,
 )
+from booktools.markdown import runnable_blocks
 
 pytestmark = pytest.mark.skipif(
     shutil.which("chromium") is None, reason="needs Debian's chromium (make chromium)"
 )
+
+_SHARED = []  # the browser of this file's tests, while they run
+
+
+@pytest.fixture(scope="module", autouse=True)
+def browser():
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        shared = launch(playwright)
+        _SHARED.append(shared)
+        yield shared
+        _SHARED.clear()
+        shared.close()
+
+
+def check(site: Path, **options):
+    """`check_site` in this file's browser."""
+    return check_site(site, browser=_SHARED[0], **options)
+
 
 # A stand-in for MathJax: renders every .arithmatex element the way MathJax 3 does.
 FAKE_MATHJAX = """<script>
@@ -64,7 +87,7 @@ def tiny_site(tmp_path: Path) -> Path:
 
 def problems_of(site: Path, path: str) -> list[str]:
     """Problems of one page, light mode and phone width together."""
-    reports = check_site(site, pages=[path], search=False, dark=False)
+    reports = check(site, pages=[path], search=False, dark=False)
     return [problem for report in reports for problem in report.problems]
 
 
@@ -119,16 +142,16 @@ def test_a_heavy_chapter_page_fails_and_every_page_is_weighed(tiny_site: Path):
     (tiny_site / "big.bin").write_bytes(b"0" * 2_100_000)
     fetch = "<script>fetch('/big.bin').then(r => r.text())</script>"
     write_page(tiny_site, "chapters/heavy", fetch)
-    report = check_site(tiny_site, pages=["/chapters/heavy/"], search=False, dark=False)[0]
+    report = check(tiny_site, pages=["/chapters/heavy/"], search=False, dark=False)[0]
     assert report.bytes > 2_000_000
     assert any("over the 2 MB a chapter may weigh" in p for p in report.problems)
-    light = check_site(tiny_site, pages=["/"], search=False, dark=False)[0]
+    light = check(tiny_site, pages=["/"], search=False, dark=False)[0]
     assert 0 < light.bytes < 10_000 and light.problems == []
 
 
 def test_a_page_wider_than_a_phone_fails_at_390_px(tiny_site: Path):
     write_page(tiny_site, "wide-page", "<div style='width: 900px'>a wide table</div>")
-    reports = check_site(tiny_site, pages=["/wide-page/"], search=False, dark=False)
+    reports = check(tiny_site, pages=["/wide-page/"], search=False, dark=False)
     light, phone = reports
     assert light.problems == []  # 900 px fit at 1280
     assert any("scrolls sideways at 390 px" in p for p in phone.problems), phone.problems
@@ -216,7 +239,7 @@ def test_site_pages_lists_every_page_but_assets(tiny_site: Path):
 
 def test_screenshots_are_saved(tiny_site: Path, tmp_path_factory):
     shots = tmp_path_factory.mktemp("shots")
-    check_site(tiny_site, screenshots=shots, pages=["/"], search=False, dark=True)
+    check(tiny_site, screenshots=shots, pages=["/"], search=False, dark=True)
     names = sorted(p.name for p in shots.iterdir())
     assert names == ["index.dark.png", "index.light.png", "index.phone.png"]
 
@@ -237,10 +260,11 @@ def test_page_url_maps_a_source_file_to_its_page(source: str, url: str):
 
 def test_the_page_option_checks_only_that_page(tiny_site: Path, capsys):
     write_page(tiny_site, "chapters/broken", '<img src="/missing.svg">')
-    assert main([str(tiny_site), "--page", "docs/index.md", "--no-dark"]) == 0
+    shared = _SHARED[0]
+    assert main([str(tiny_site), "--page", "docs/index.md", "--no-dark"], shared) == 0
     assert "2 passed, 0 failed" in capsys.readouterr().out  # light and phone
-    assert main([str(tiny_site), "--page", "docs/chapters/broken.md", "--no-dark"]) == 1
-    assert main([str(tiny_site), "--page", "docs/chapters/absent.md"]) == 1
+    assert main([str(tiny_site), "--page", "docs/chapters/broken.md", "--no-dark"], shared) == 1
+    assert main([str(tiny_site), "--page", "docs/chapters/absent.md"], shared) == 1
     assert "not pages of" in capsys.readouterr().out
 
 
@@ -248,7 +272,7 @@ def test_two_browsers_give_the_reports_one_would(tiny_site: Path):
     for name in ("one", "two", "three"):
         write_page(tiny_site, f"chapters/{name}", f"<p>{name}</p>")
     write_page(tiny_site, "chapters/two", '<img src="/missing.svg">')
-    serial = check_site(tiny_site, search=False, dark=False)
+    serial = check(tiny_site, search=False, dark=False)
     parallel = check_site_in_parallel(tiny_site, search=False, dark=False, jobs=2)
 
     def summary(reports):  # the port differs between servers
@@ -308,12 +332,10 @@ def test_a_copy_button_that_copies_another_code_than_the_tested_block_fails(
     (docs / "notes" / "x.md").write_text(PAGE_SOURCE)
     solution = f"<details><summary>A solution</summary>{code_block('print(2)')}</details>"
     write_page(tiny_site, "notes/x", code_block("print(1)") + solution)
-    reports = check_site(tiny_site, pages=["/notes/x/"], search=False, dark=False,
-                         docs_dir=docs)  # fmt: skip
+    reports = check(tiny_site, pages=["/notes/x/"], search=False, dark=False, docs_dir=docs)
     assert [problem for report in reports for problem in report.problems] == []
     write_page(tiny_site, "notes/x", code_block("print(1)  # not what was tested") + solution)
-    reports = check_site(tiny_site, pages=["/notes/x/"], search=False, dark=False,
-                         docs_dir=docs)  # fmt: skip
+    reports = check(tiny_site, pages=["/notes/x/"], search=False, dark=False, docs_dir=docs)
     problems = [problem for report in reports for problem in report.problems]
     assert problems == [
         "no copy button copies this block of x.md as the snippets test it: 'print(1)'"

@@ -1,11 +1,13 @@
-"""The code-block failure reports of the repository's conftest.py point at the page line.
+"""The code-block failure reports of the snippet runner (booktools.snippets) point at the page line.
 
-Each test writes a small page into a temporary folder beside a copy of the conftest, runs
-``pytest --codeblocks`` on it in a fresh process, and reads the report.
+Each test writes a small page into a temporary folder beside a copy of the repository's
+conftest (which loads the runner), runs ``pytest --codeblocks`` on it in a fresh process, and
+reads the report.
 """
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -23,6 +25,7 @@ def run_page(tmp_path: Path, page: str) -> str:
     result = subprocess.run(
         [sys.executable, "-m", "pytest", "--codeblocks", "page.md", "-p", "no:cacheprovider"],
         cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},  # where booktools is
         capture_output=True,
         text=True,
     )

@@ -17,55 +17,17 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
+from booktools.markdown import fences
+
 ROOT = Path(__file__).resolve().parents[1]
 PAGES = [*sorted((ROOT / "docs").rglob("*.md")), ROOT / "README.md"]
 
-FENCE = re.compile(r"^(?P<indent>\s*)(?P<ticks>`{3,})(?P<info>[^`]*)$")
-MARK = re.compile(r"^\s*<!--\s*(?P<body>pytest[-.].*?)\s*-->\s*$")
 SNIPPET = re.compile(r'^--8<-- "(?P<path>attention_book/[^":]+\.py)(?::(?P<section>[\w-]+))?"$')
 EXECUTED = {"python", "sh", "bash"}
-
-
-@dataclass
-class Fence:
-    line: int
-    info: str
-    body: list[str]
-    marks: list[str]
-    follows: str | None = None  # info string of the fence just before, if no prose between
-
-
-def fences(text: str) -> list[Fence]:
-    """Every fenced block of a Markdown text, with the comment marks just before it."""
-    lines = text.splitlines()
-    found, marks, i = [], [], 0
-    previous = None  # the last fence, until prose comes between it and the next one
-    while i < len(lines):
-        mark = MARK.match(lines[i])
-        if mark:
-            marks.append(mark["body"])
-            i += 1
-            continue
-        match = FENCE.match(lines[i])
-        if not match:
-            if lines[i].strip():
-                marks, previous = [], None
-            i += 1
-            continue
-        indent, ticks = match["indent"], match["ticks"]
-        j = i + 1
-        while j < len(lines) and not lines[j].strip().startswith(ticks):
-            j += 1
-        body = [line[len(indent) :] for line in lines[i + 1 : j]]
-        found.append(Fence(i + 1, match["info"].strip(), body, marks, previous))
-        previous = match["info"].strip()
-        marks, i = [], j + 1
-    return found
 
 
 def section_exists(path: str, section: str | None) -> bool:

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import colorsys
-import importlib.util
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -53,12 +51,11 @@ def test_rendering_a_figure_writes_a_light_and_a_dark_svg(tmp_path):
 
 
 def test_pages_show_the_variant_of_their_colour_scheme():
-    sys.path.insert(0, str(ROOT / "docs" / "hooks"))
-    spec = importlib.util.spec_from_file_location("book_hook", ROOT / "docs/hooks/book.py")
-    book = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(book)
+    from booktools.figures import light_and_dark_figures
+    from booktools.state import BuildState
+
     page = "Text ![A plot of x.](../figures/some_plot.svg) more."
-    assert book.light_and_dark_figures(page) == (
+    assert light_and_dark_figures(page, BuildState()) == (
         "Text ![A plot of x.](../figures/some_plot.svg#only-light)"
         "![A plot of x.](../figures/some_plot.dark.svg#only-dark) more."
     )
@@ -92,13 +89,12 @@ def test_a_frames_figure_is_written_frame_by_frame(tmp_path):
     assert (tmp_path / "nw_bandwidth_explorer.svg").read_text() == start  # notebooks, print
 
 
-def test_a_frames_figure_becomes_a_slider_on_the_page(monkeypatch):
-    sys.path.insert(0, str(ROOT / "docs" / "hooks"))
-    spec = importlib.util.spec_from_file_location("book_hook", ROOT / "docs/hooks/book.py")
-    book = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(book)
-    monkeypatch.setitem(book._frames, "walk", {"control": "step", "labels": ["a", "b"], "start": 1})
-    page = book.light_and_dark_figures("![A walk.](../figures/walk.svg)", "chapters/x/")
+def test_a_frames_figure_becomes_a_slider_on_the_page():
+    from booktools.figures import light_and_dark_figures
+    from booktools.state import BuildState
+
+    state = BuildState(frames={"walk": {"control": "step", "labels": ["a", "b"], "start": 1}})
+    page = light_and_dark_figures("![A walk.](../figures/walk.svg)", state, "chapters/x/")
     assert 'data-base="../../figures/walk"' in page  # from the built page to the site's root
     assert 'src="../../figures/walk.frame-1.svg#only-light"' in page
     assert 'type="range" min="0" max="1" value="1"' in page and "<output>b</output>" in page

@@ -1,14 +1,15 @@
 """Chapter notebooks run from top to bottom on a CPU, as a reader downloads them.
 
-`make notebooks` runs every chapter's notebook (tests/run_notebooks.py); this file checks how
-the hook turns skipped blocks into cells, and runs the cheapest chapter's notebook end to end.
+`make notebooks` runs every chapter's notebook (`python -m booktools.run_notebooks`); this file
+checks how skipped blocks become cells, and runs the cheapest chapter's notebook end to end.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from run_notebooks import chapter_notebook, load_hook, run_notebook
+from booktools.notebooks import chapter_notebook
+from booktools.run_notebooks import page_notebook, run_notebook
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -32,7 +33,7 @@ print("always")
 
 
 def test_a_block_skipped_without_a_gpu_becomes_a_guarded_cell():
-    notebook = load_hook().chapter_notebook(PAGE, "chapters/a/", "", "docs/chapters/a.md")
+    notebook = chapter_notebook(PAGE, "chapters/a/", "", "docs/chapters/a.md")
     code = [cell.source for cell in notebook.cells if cell.cell_type == "code"]
     guarded, always = code
     assert 'if not (not __import__("torch").cuda.is_available()):\n    x = 1\n' in guarded
@@ -43,7 +44,7 @@ def test_a_block_skipped_without_a_gpu_becomes_a_guarded_cell():
 
 
 def test_the_guarded_cell_runs_and_says_why_it_skipped(capsys):
-    notebook = load_hook().chapter_notebook(PAGE, "chapters/a/", "", "docs/chapters/a.md")
+    notebook = chapter_notebook(PAGE, "chapters/a/", "", "docs/chapters/a.md")
     guarded = next(cell.source for cell in notebook.cells if cell.cell_type == "code")
     exec(guarded, {})
     import torch
@@ -54,6 +55,6 @@ def test_the_guarded_cell_runs_and_says_why_it_skipped(capsys):
 
 def test_the_cheapest_chapter_notebook_runs_from_top_to_bottom():
     # The attention-cues chapter trains nothing: its notebook runs in seconds on a CPU.
-    notebook = chapter_notebook(ROOT / "docs" / "chapters" / "attention-cues.md")
+    notebook = page_notebook(ROOT / "docs" / "chapters" / "attention-cues.md")
     assert sum(cell.cell_type == "code" for cell in notebook.cells) >= 5
     run_notebook(notebook, timeout=300)  # raises CellExecutionError on the first failing cell

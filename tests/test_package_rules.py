@@ -20,6 +20,7 @@ PACKAGE = ROOT / "attention_book"
 PACKAGE_FILES = sorted(PACKAGE.rglob("*.py"))
 OUR_CODE = PACKAGE_FILES + sorted((ROOT / "tests").glob("*.py"))
 OUR_CODE += [*sorted((ROOT / "benchmarks").glob("*.py")), ROOT / "docs" / "hooks" / "book.py"]
+OUR_CODE += sorted((ROOT / "booktools").glob("*.py"))
 
 
 def relative(path: Path) -> str:

@@ -63,13 +63,13 @@ __all__ = [
     "token_bleu",
 ]
 
+# --8<-- [start:config]
 #: Bump when what `bahdanau_run` computes changes for the same configuration (the models, the
 #: loss, the training, the decoding); not for a refactor, a docstring or a moved helper. The
 #: cached result and the recorded probe are keyed by it.
 VERSION = 1
 
 
-# --8<-- [start:config]
 @dataclass(frozen=True)
 class BahdanauConfig:
     """The settings of the Bahdanau experiment: changing any of them trains again.

@@ -64,6 +64,7 @@ __all__ = [
     "transformer_translate",
 ]
 
+# --8<-- [start:config]
 #: Bump when what `transformer_run` computes changes for the same configuration (the model,
 #: its loss, its training, its decoding); not for a refactor, a docstring or a moved helper.
 #: The runs of `attention_book.experiments.transformer_studies` train this model too: their
@@ -71,7 +72,6 @@ __all__ = [
 VERSION = 1
 
 
-# --8<-- [start:config]
 @dataclass(frozen=True)
 class TransformerConfig:
     """The main run's settings, sized to the Bahdanau model's parameter count.

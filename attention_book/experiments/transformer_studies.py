@@ -79,12 +79,12 @@ __all__ = [
     "transformer_timings",
 ]
 
+# --8<-- [start:config]
 #: Bump when what this module's runs compute changes for the same configurations (the split,
 #: the norm comparison, the timings); not for a refactor, a docstring or a moved helper.
 VERSION = 1
 
 
-# --8<-- [start:config]
 @dataclass(frozen=True)
 class LengthSplitConfig:
     """The length-generalization split: train on short sources, test on every length.

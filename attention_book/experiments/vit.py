@@ -49,12 +49,12 @@ __all__ = [
     "vit_trained_model",
 ]
 
+# --8<-- [start:config]
 #: Bump when what `vit_run` computes changes for the same configuration (the models, the
 #: training, the choice of learning rates); not for a refactor, a docstring or a moved helper.
 VERSION = 1
 
 
-# --8<-- [start:config]
 @dataclass(frozen=True)
 class VitConfig:
     """The settings of the experiment, the same for both models: changing any trains again.

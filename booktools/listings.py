@@ -20,13 +20,14 @@ import ast
 import re
 import textwrap
 from functools import cache
-from pathlib import Path
 
 from mkdocs.exceptions import PluginError
 
-ROOT = Path(__file__).resolve().parents[2]
+from booktools import ROOT
+from booktools.markdown import Fence, rewrite
+
+#: An include line of pymdownx.snippets: ``--8<-- "path"`` or ``--8<-- "path:section"``.
 SNIPPET = re.compile(r'^--8<-- "(?P<path>[^":]+)(?::(?P<section>[\w-]+))?"$')
-LISTING_FENCE = re.compile(r'^(?P<indent>\s*)(?P<ticks>`{3,})python title="(?P<path>[^"]+)"\s*$')
 MARKER = re.compile(r"^\s*#\s*--8<--\s*\[(?:start|end):[\w-]+\]\s*$")
 
 
@@ -150,7 +151,7 @@ def api_identifiers(path: str, source: str) -> list[str]:
     return [f"{module}.{name}" for name in names]
 
 
-def listing(path: str, includes: list[str], page: str) -> tuple[str, list[str]]:
+def listing(path: str, includes: list[str] | tuple[str, ...], page: str) -> tuple[str, list[str]]:
     """The shortened source of a titled fence's include lines, and the API identifiers shown.
 
     Args:
@@ -185,25 +186,17 @@ def expand_listings(markdown: str, page: str) -> str:
     Returns:
         The Markdown with listings expanded and an API line under each listing.
     """
-    lines = markdown.split("\n")
-    out: list[str] = []
-    i = 0
-    while i < len(lines):
-        match = LISTING_FENCE.match(lines[i])
-        if not match:
-            out.append(lines[i])
-            i += 1
-            continue
-        indent, ticks = match["indent"], match["ticks"]
-        j = i + 1
-        while j < len(lines) and not lines[j].strip().startswith(ticks):
-            j += 1
-        source, identifiers = listing(match["path"], lines[i + 1 : j], page)
-        out.append(lines[i])
-        out += [f"{indent}{line}" if line else "" for line in source.split("\n")]
-        out.append(lines[j] if j < len(lines) else f"{indent}{ticks}")
+
+    def expand(fence: Fence, lines: list[str]) -> list[str] | None:
+        if fence.listing is None:
+            return None
+        source, identifiers = listing(fence.listing, fence.body, page)
+        indent = fence.indent
+        out = [lines[0], *(f"{indent}{line}" if line else "" for line in source.split("\n"))]
+        out.append(lines[-1] if fence.closed else f"{indent}{fence.ticks}")
         if identifiers:
             links = " · ".join(f"[`{name.rsplit('.', 1)[1]}`][{name}]" for name in identifiers)
             out += ["", f"{indent}API reference: {links}", f"{indent}{{: .listing-api }}"]
-        i = j + 1
-    return "\n".join(out)
+        return out
+
+    return rewrite(markdown, expand)

@@ -1,0 +1,24 @@
+"""The Attention Book's build tooling: what turns the chapters into a site, and checks it.
+
+It lives in the repository, beside the package it builds the book from, and is not shipped in
+the ``attention_book`` wheel. One concept per module:
+
+- `booktools.markdown`: the one Markdown reader (every tool finds code fences through it);
+- `booktools.listings`: listings of the package's source, docstrings cut to their summary;
+- `booktools.figures`: figures and build fragments drawn at build time, cached per figure;
+- `booktools.notes`: the "first run trains" note before a block that trains;
+- `booktools.notebooks`: one downloadable notebook per chapter;
+- `booktools.mathjax`: MathJax served from the site itself;
+- `booktools.state`: what one build keeps between mkdocs events;
+- `booktools.hook`: the mkdocs events (``docs/hooks/book.py`` only imports them);
+- `booktools.snippets`: the pytest plugin that runs every code block of the pages;
+- `booktools.browser_check`: the site checked in headless Chromium
+  (``python -m booktools.browser_check site``);
+- `booktools.run_notebooks`: every chapter's notebook run from top to bottom
+  (``python -m booktools.run_notebooks``).
+"""
+
+from pathlib import Path
+
+#: The repository's root folder.
+ROOT = Path(__file__).resolve().parents[1]

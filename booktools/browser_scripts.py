@@ -1,0 +1,137 @@
+"""The JavaScript that the browser check runs in a page, one script per question it asks.
+
+Each is a function expression for Playwright's ``page.evaluate``; `booktools.browser_check`
+reads what they return. They do in the page, in one call, what would otherwise take a round
+trip from Python per element (a copy button, a slider), which is most of a check's time.
+"""
+
+# True once MathJax has started, or at once on a page without math.
+MATHJAX_READY = """() => !document.querySelector('.arithmatex')
+  || Boolean(window.MathJax && window.MathJax.startup && window.MathJax.startup.promise)"""
+
+# True once every image has finished loading (or failed): after the colour scheme changed,
+# the images of the other scheme are shown.
+IMAGES_SETTLED = "() => [...document.images].every(image => image.complete)"
+
+# Waits until MathJax (when the page loads it) has typeset, then reports the state of the page.
+PAGE_STATE = """async () => {
+  // A TeX error, or an undefined macro that MathJax's noundefined extension paints red.
+  const MATH_ERROR = 'mjx-merror, [data-mjx-error], mjx-mtext[style*="color: red"]';
+  if (window.MathJax && window.MathJax.startup) {
+    await window.MathJax.startup.promise;
+  }
+  const math = [...document.querySelectorAll('.arithmatex')];
+  // Folded blocks count too: a reader opens them. Open every fold to measure, then restore.
+  const folds = [...document.querySelectorAll('details')].filter(d => !d.open);
+  folds.forEach(d => { d.open = true; });
+  const images = [...document.querySelectorAll('img')];
+  const wide = [...document.querySelectorAll('pre > code')]
+    .filter(code => code.getClientRects().length > 0)  // displayed (not in a hidden tab)
+    .filter(code => [code, code.parentElement].some(box =>
+      getComputedStyle(box).display !== 'inline' && box.scrollWidth > box.clientWidth + 1))
+    .map(code => code.textContent.trim().split('\\n')[0].slice(0, 60));
+  folds.forEach(d => { d.open = false; });
+  return {
+    images: images.map(img => ({
+      src: img.currentSrc || img.src,
+      ok: img.complete && img.naturalWidth > 0,
+    })),
+    math: math.map(el => {
+      const error = el.querySelector(MATH_ERROR);
+      return {
+        text: el.textContent.slice(0, 80),
+        ok: el.querySelector('mjx-container') !== null && error === null,
+        // MathJax's own message: "Undefined control sequence \\foo", or the red macro name.
+        error: error && (error.getAttribute('data-mjx-error') || error.textContent).slice(0, 160),
+      };
+    }),
+    mathjax: Boolean(window.MathJax && window.MathJax.startup),
+    // Code that scrolls sideways hides its line ends.
+    wide_code: wide,
+    // Bytes the page transferred: the document and every resource it loaded.
+    bytes: performance.getEntriesByType('navigation').concat(
+      performance.getEntriesByType('resource')
+    ).reduce((total, entry) => total + (entry.transferSize || entry.encodedBodySize || 0), 0),
+  };
+}"""
+
+# In print: Material hides the navigation, and the book's script opens every fold first.
+PRINT_STATE = """() => {
+  window.dispatchEvent(new Event('beforeprint'));
+  const closed = document.querySelectorAll('details:not([open])').length;
+  const shown = [...document.querySelectorAll('.md-header, .md-sidebar, .md-footer')]
+    .filter(el => getComputedStyle(el).display !== 'none').length;
+  window.dispatchEvent(new Event('afterprint'));
+  return {closed, shown};
+}"""
+
+# axe-core (shipped inside the axe-playwright-python wheel, so nothing is downloaded): the
+# serious and critical violations of the WCAG rules it checks.
+AXE_RUN = """async () => {
+  const result = await axe.run(document, {resultTypes: ['violations']});
+  return result.violations
+    .filter(v => v.impact === 'serious' || v.impact === 'critical')
+    .map(v => ({id: v.id, impact: v.impact, count: v.nodes.length,
+                first: v.nodes[0].target.join(' ')}));
+}"""
+
+# Every figure the reader steps through: move its slider to another frame, wait for the image,
+# and report whether the image changed, loaded, and the label followed; then move it back.
+MOVE_SLIDERS = """async () => {
+  const results = [];
+  for (const player of document.querySelectorAll('.book-frames')) {
+    const slider = player.querySelector('input[type=range]');
+    const image = [...player.querySelectorAll('img')].find(i => i.getClientRects().length > 0);
+    const label = player.querySelector('output');
+    const start = slider.value, before = image.src, beforeLabel = label.textContent;
+    slider.value = start === slider.max ? slider.min : slider.max;
+    const loaded = new Promise(done => { image.onload = done; image.onerror = done; });
+    slider.dispatchEvent(new Event('input', {bubbles: true}));
+    if (image.src !== before) {  // a new frame is on its way: wait for it (an unchanged one is not)
+      await Promise.race([loaded, new Promise(done => setTimeout(done, 10000))]);
+    }
+    results.push({
+      figure: player.dataset.base,
+      changed: image.src !== before,
+      loaded: image.complete && image.naturalWidth > 0,
+      relabelled: label.textContent !== beforeLabel,
+    });
+    slider.value = start;
+    slider.dispatchEvent(new Event('input', {bubbles: true}));
+  }
+  return results;
+}"""
+
+# Press the copy button of every Python block (in folds and tabs too, opened for it and closed
+# again after) and return what each put on the clipboard ("" if nothing came within a second).
+COPY_BUTTONS = """async () => {
+  const folds = [...document.querySelectorAll('details:not([open])')];
+  folds.forEach(d => { d.open = true; });
+  const tabs = document.createElement('style');
+  tabs.textContent = '.tabbed-content > .tabbed-block { display: block !important; }';
+  document.head.append(tabs);
+  const texts = [];
+  for (const button of document.querySelectorAll('.language-python button[data-md-type=copy]')) {
+    await navigator.clipboard.writeText('');
+    button.click();
+    let text = '';
+    for (let tries = 0; tries < 100 && !text; tries++) {
+      text = await navigator.clipboard.readText();
+      if (!text) await new Promise(done => setTimeout(done, 10));
+    }
+    texts.push(text);
+  }
+  folds.forEach(d => { d.open = false; });
+  tabs.remove();
+  return texts;
+}"""
+
+# The id of the radio button of Material's dark palette ("slate"), when the page has one and
+# shows another; null otherwise (a page without Material's palette toggle, or already dark).
+DARK_PALETTE = """() => {
+  const input = document.querySelector('input[name="__palette"][data-md-color-scheme="slate"]');
+  return input && !input.checked ? input.id : null;
+}"""
+
+# True once Material shows the dark palette.
+IS_DARK = "() => document.body.getAttribute('data-md-color-scheme') === 'slate'"

@@ -1,0 +1,410 @@
+"""Figures and build fragments, drawn at build time from the package and cached per figure.
+
+A page shows a figure with ``![alt](../figures/NAME.svg)`` and inserts a build fragment (a
+table or a sentence of measured numbers, Markdown that a figure function returns) with
+``{{ build:NAME }}``. The build finds every name the pages use (`referenced_names`), draws the
+missing ones with ``python -m attention_book.figures`` in parallel worker processes, one chapter
+module per worker at a time (`render`), into ``.cache/figures/``, each under its own key
+(`figure_key`): the source of its module and of the package modules it imports, the library
+versions, and the committed benchmark results it shows. An unchanged figure is never drawn
+twice, and an edit draws again only the figures it can change. Figures are added to the site
+without writing into ``docs/`` (`add_figures`); the pages then show each figure in its light
+and dark variant, or with its slider (`light_and_dark_figures`), and get their fragments
+(`insert_fragments`). The tooling, not the package, knows where the results are: it passes
+``benchmarks/results`` as ``--results-dir``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import html
+import json
+import logging
+import multiprocessing
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterable
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from importlib.metadata import version
+from pathlib import Path
+from traceback import format_exception
+
+from mkdocs.exceptions import PluginError
+from mkdocs.structure.files import File, Files
+
+from attention_book.figures.__main__ import main as draw_figures
+from booktools import ROOT
+from booktools.state import BuildState
+
+log = logging.getLogger("mkdocs.hooks.book")
+
+PACKAGE = ROOT / "attention_book"
+CACHE = ROOT / ".cache"
+#: Where the scripts of ``benchmarks/`` commit their results, which some figures show.
+RESULTS = ROOT / "benchmarks" / "results"
+FIGURE_LINK = re.compile(r"(?<=\]\()(?:\.\./)*figures/([A-Za-z_][A-Za-z0-9_]*)\.svg(?=[)\s])")
+FIGURE_IMAGE = re.compile(r"!\[(?P<alt>[^\]]*)\]\((?P<dir>(?:\.\./)*)figures/(?P<name>\w+)\.svg\)")
+BUILD_FRAGMENT = re.compile(r"\{\{ build:([A-Za-z_][A-Za-z0-9_]*) \}\}")
+# Libraries whose version can change a figure: those that draw, and those that compute what
+# the figures show (an experiment's own cache key covers them too).
+FIGURE_LIBRARIES = ("matplotlib", "torch", "numpy", "babel", "num2words", "sacrebleu")
+
+
+def figure_index() -> dict[str, tuple[str, bool]]:
+    """Every figure's name, the module that lists it, and whether it shows benchmark results.
+
+    Read from ``python -m attention_book.figures --list`` in a fresh interpreter, and kept in
+    ``.cache/figures/`` under a hash of the drawing code (``attention_book/figures/``), which
+    alone decides which functions are figures: a warm build reads the file instead.
+
+    Returns:
+        ``{name: (module, shows_results)}``.
+    """
+    digest = hashlib.sha256()
+    for path in sorted((PACKAGE / "figures").glob("*.py")):
+        digest.update(path.name.encode() + b"\0" + path.read_bytes())
+    index_file = CACHE / "figures" / f"index-{digest.hexdigest()[:16]}.json"
+    if index_file.exists():
+        return {name: tuple(entry) for name, entry in json.loads(index_file.read_text()).items()}
+    command = [sys.executable, "-m", "attention_book.figures", "--list"]
+    env = {**os.environ, "MPLBACKEND": "Agg"}
+    result = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True)
+    if result.returncode != 0:
+        raise PluginError(f"listing the figures failed:\n{result.stderr[-4000:]}")
+    index = {}
+    for line in result.stdout.splitlines():
+        name, module, needs = line.split()
+        index[name] = (module, needs == "results")
+    index_file.parent.mkdir(parents=True, exist_ok=True)
+    index_file.write_text(json.dumps(index, sort_keys=True))
+    return index
+
+
+def figure_key(module: str, shows_results: bool, results: Path = RESULTS) -> str:
+    """Hash of what one figure is drawn from, so that an edit re-renders only what it touches.
+
+    It covers the source of the figure's module and of every package module it imports,
+    transitively, drawing code included (`package_source_hash(module, drawing_code=True)`; a
+    figure of the built-in corpus imports the corpus module, so its source counts), the
+    rendering entry point (``attention_book.figures.__main__`` and what it imports: how an SVG
+    is saved), the versions of the libraries that compute and draw, and, for a figure that
+    shows them, the committed benchmark results. Hashes are taken anew at every build (not the
+    per-process cache of `package_source_hash`), so ``mkdocs serve`` sees each edit.
+
+    Args:
+        module: The figure's module (``attention_book.figures.x``).
+        shows_results: Whether the figure shows the committed benchmark results.
+        results: The folder of those results.
+
+    Returns:
+        16 hexadecimal digits.
+    """
+    from attention_book.training.cache import package_source_hash
+
+    source_hash = package_source_hash.__wrapped__  # uncached: this process outlives edits
+    digest = hashlib.sha256()
+    versions = " ".join(f"{name} {version(name)}" for name in FIGURE_LIBRARIES)
+    digest.update(f"{versions}\n".encode())
+    for name in (module, "attention_book.figures.__main__"):
+        digest.update(f"{name} {source_hash(name, drawing_code=True)}\n".encode())
+    if shows_results:
+        for path in sorted(results.glob("*.json")):
+            digest.update(path.name.encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()[:16]
+
+
+def referenced_names(
+    pages: Iterable[tuple[str, str]],
+) -> tuple[dict[str, list[str]], dict[str, list[str]]]:
+    """The figures and the fragments that pages reference, each with the pages that do.
+
+    Args:
+        pages: ``(page, markdown)`` pairs; `page` is how errors name it (``docs/x.md``).
+
+    Returns:
+        ``(figures, fragments)``, each ``{name: [page, ...]}``.
+    """
+    figures: dict[str, list[str]] = {}
+    fragments: dict[str, list[str]] = {}
+    for page, text in pages:
+        for found, names in ((figures, FIGURE_LINK.findall(text)),
+                             (fragments, BUILD_FRAGMENT.findall(text))):  # fmt: skip
+            for name in names:
+                found.setdefault(name, []).append(page)
+    return figures, fragments
+
+
+def render_jobs() -> int:
+    """How many chapters' figures are drawn at once: ``BOOK_JOBS``, or one per core."""
+    return max(1, int(os.environ.get("BOOK_JOBS", 0)) or os.cpu_count() or 1)
+
+
+def render(names: list[str], out_dir: Path, modules: dict[str, str] | None = None) -> None:
+    """Render figures in fresh interpreters, one chapter module at a time per worker.
+
+    The figures of one chapter module are drawn by one worker, in the order given, so that
+    what a chapter computes once (an experiment, a timing) is shared by its figures as in a
+    serial build. Workers run in parallel (`render_jobs`), and the cores are divided between
+    them so that they are used, not oversubscribed.
+
+    Args:
+        names: The figures to draw.
+        out_dir: Where to write them (``NAME.svg``, ``NAME.dark.svg``, ``NAME.md``, ...).
+        modules: Each figure's module; read from `figure_index` when None.
+
+    Raises:
+        PluginError: If a chapter's figures fail, naming the chapter's module.
+    """
+    if not names:
+        return
+    start = time.perf_counter()
+    if modules is None:
+        modules = {name: module for name, (module, _) in figure_index().items()}
+    groups: dict[str, list[str]] = {}
+    for name in names:
+        groups.setdefault(modules.get(name, "?"), []).append(name)
+    jobs = min(render_jobs(), len(groups))
+    threads = max(1, (os.cpu_count() or 1) // jobs)
+    arguments = ["--out-dir", str(out_dir), "--results-dir", str(RESULTS)]
+    arguments += ["--threads", str(threads)]
+    os.environ.setdefault("MPLBACKEND", "Agg")
+    context = multiprocessing.get_context("spawn")  # fresh interpreters: the edited package
+    failures = []
+    with ProcessPoolExecutor(jobs, mp_context=context) as pool:
+        futures = {
+            pool.submit(draw_figures, [*group, *arguments]): m for m, group in groups.items()
+        }
+        for future in as_completed(futures):
+            try:
+                if future.result() != 0:
+                    failures.append(f"{futures[future]}: exit status {future.result()}")
+            except Exception as error:  # the worker's own traceback travels with the error
+                failures.append(f"{futures[future]}: {''.join(format_exception(error))}")
+    if failures:
+        raise PluginError("rendering figures failed:\n" + "\n".join(failures)[-6000:])
+    log.info(
+        "figures: rendered %d in %.1f s (%d workers, %d threads each)",
+        len(names), time.perf_counter() - start, jobs, threads,
+    )  # fmt: skip
+
+
+def draw(figures: dict[str, list[str]], fragments: dict[str, list[str]]) -> dict[str, Path]:
+    """Draw what the cache lacks of the named figures and fragments; say where each one is.
+
+    Each figure is cached as ``.cache/figures/NAME-KEY.svg`` (or ``.md``) under its own
+    `figure_key`: editing a module draws again only the figures that import it.
+
+    Args:
+        figures: The figures pages show, with those pages (`referenced_names`).
+        fragments: The fragments pages insert, with those pages.
+
+    Returns:
+        Each name's cached path without its suffix (``.cache/figures/NAME-KEY``).
+
+    Raises:
+        PluginError: If a page names an unknown figure, naming the page.
+    """
+    index = figure_index()
+    unknown = sorted((set(figures) | set(fragments)) - set(index))
+    if unknown:
+        where = {**fragments, **figures}
+        lines = [f"{', '.join(where[name])}: unknown figure {name!r}" for name in unknown]
+        raise PluginError(
+            "\n".join(lines) + "\nA figure is a function listed in the FIGURES tuple of "
+            "a module of attention_book/figures/ (`python -m attention_book.figures --list`)."
+        )
+    out_dir = CACHE / "figures"
+    wanted = sorted(set(figures) | set(fragments))
+    keys = {entry: figure_key(*entry) for entry in {index[name] for name in wanted}}
+    paths = {name: out_dir / f"{name}-{keys[index[name]]}" for name in wanted}
+    missing = [name for name in wanted if not _rendered(paths[name])]
+    if len(wanted) > len(missing):
+        log.info("figures: %d of %d from the cache", len(wanted) - len(missing), len(wanted))
+    if missing:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryDirectory(dir=out_dir, prefix="drawing-") as scratch:
+            render(missing, Path(scratch), {name: index[name][0] for name in missing})
+            for name in missing:
+                for drawn in Path(scratch).glob(f"{name}.*"):  # .svg, .dark.svg or .md
+                    suffix = drawn.name.removeprefix(name)
+                    os.replace(drawn, out_dir / f"{paths[name].name}{suffix}")
+    return paths
+
+
+def _rendered(stem: Path) -> bool:
+    """Whether a figure was drawn under this name and key (as an SVG or as Markdown)."""
+    return stem.with_suffix(".svg").exists() or stem.with_suffix(".md").exists()
+
+
+def read_fragments(fragments: dict[str, list[str]], paths: dict[str, Path]) -> dict[str, str]:
+    """The Markdown of each drawn fragment.
+
+    Args:
+        fragments: The fragments pages insert, with those pages.
+        paths: Where `draw` put them.
+
+    Returns:
+        ``{name: markdown}``.
+
+    Raises:
+        PluginError: If a fragment's function returned a figure, naming the pages.
+    """
+    found = {}
+    for name in sorted(fragments):
+        path = paths[name].with_suffix(".md")
+        if not path.exists():
+            raise PluginError(
+                f"{', '.join(fragments[name])}: build fragment {name!r} returned a figure, not "
+                f"Markdown; show it with ![...](../figures/{name}.svg)"
+            )
+        found[name] = path.read_text(encoding="utf-8").strip()
+    return found
+
+
+def page_fragments(markdown: str, page: str) -> dict[str, str]:
+    """The fragments one page inserts, drawn or read from the cache (for its notebook alone).
+
+    Args:
+        markdown: The page.
+        page: Its path, named in errors.
+
+    Returns:
+        ``{name: markdown}``.
+    """
+    _, fragments = referenced_names([(page, markdown)])
+    return read_fragments(fragments, draw({}, fragments))
+
+
+def add_figures(files: Files, config, state: BuildState) -> None:
+    """Draw the figures and fragments the pages use; add the figures to the site.
+
+    Every frame of a figure the reader steps through goes to the site too, and the build
+    state learns its control and labels (`BuildState.frames`) and every fragment's Markdown
+    (`BuildState.fragments`).
+
+    Args:
+        files: The site's files (figures are appended).
+        config: The mkdocs configuration.
+        state: This build's state, filled here.
+
+    Raises:
+        PluginError: If a page names an unknown figure, or shows a fragment as an image (or a
+            figure as a fragment), naming the page.
+    """
+    pages = [
+        (f"docs/{file.src_uri}", Path(file.abs_src_path).read_text(encoding="utf-8"))
+        for file in files.documentation_pages()
+    ]
+    figures, fragments = referenced_names(pages)
+    paths = draw(figures, fragments)
+    out_dir = CACHE / "figures"
+    state.frames.clear()
+    for name in sorted(figures):
+        if not paths[name].with_suffix(".svg").exists():
+            raise PluginError(
+                f"{', '.join(figures[name])}: figure {name!r} returned Markdown, but the page "
+                f"shows it as an SVG; insert it with {{{{ build:{name} }}}}"
+            )
+        stem = paths[name].name
+        drawn = [".svg", ".dark.svg"]
+        about = out_dir / f"{stem}.frames.json"
+        if about.exists():  # a figure the reader steps through: every frame goes to the site
+            state.frames[name] = json.loads(about.read_text(encoding="utf-8"))
+            for number in range(len(state.frames[name]["labels"])):
+                drawn += [f".frame-{number}.svg", f".frame-{number}.dark.svg"]
+        for suffix in drawn:
+            if (out_dir / f"{stem}{suffix}").exists():
+                source = str(out_dir / f"{stem}{suffix}")
+                files.append(File.generated(config, f"figures/{name}{suffix}", abs_src_path=source))
+    state.fragments = read_fragments(fragments, paths)
+
+
+def insert_fragments(markdown: str, page: str, state: BuildState) -> str:
+    """Replace each ``{{ build:NAME }}`` by its fragment, indented like the line it is on.
+
+    A fragment of several lines inside an admonition or a list keeps that indentation on
+    every line, so a table can sit in an exercise's solution.
+
+    Args:
+        markdown: A page (or one line of it).
+        page: The page, named in errors.
+        state: The build's state, with the fragments drawn.
+
+    Returns:
+        The Markdown with the fragments in place.
+
+    Raises:
+        MissingFragmentError: If the build drew no such fragment, naming the page and it.
+    """
+
+    def fragment(match: re.Match, indent: str) -> str:
+        lines = state.fragment(match[1], page).split("\n")
+        return "\n".join([lines[0], *(indent + line if line else "" for line in lines[1:])])
+
+    out = []
+    for line in markdown.split("\n"):
+        indent = line[: len(line) - len(line.lstrip())]
+        out.append(BUILD_FRAGMENT.sub(lambda m, indent=indent: fragment(m, indent), line))
+    return "\n".join(out)
+
+
+def light_and_dark_figures(markdown: str, state: BuildState, page_url: str = "") -> str:
+    """Show each figure drawn for the page's colour scheme, a `Frames` figure with its slider.
+
+    Material shows an image whose address ends in ``#only-light`` in light mode and one ending
+    in ``#only-dark`` in dark mode; both get the page's alt text.
+
+    Args:
+        markdown: A page.
+        state: The build's state, which knows the figures drawn as `Frames`.
+        page_url: The built page's URL (``chapters/x/``), for the slider's raw HTML.
+
+    Returns:
+        The Markdown with every figure image doubled (or made a slider).
+    """
+
+    def both(match: re.Match) -> str:
+        alt, base = match["alt"], f"{match['dir']}figures/{match['name']}"
+        if match["name"] in state.frames:
+            up = "../" * len([part for part in page_url.split("/") if part])
+            return frames_player(match["name"], alt, up, state.frames[match["name"]])
+        return f"![{alt}]({base}.svg#only-light)![{alt}]({base}.dark.svg#only-dark)"
+
+    return FIGURE_IMAGE.sub(both, markdown)
+
+
+def frames_player(name: str, alt: str, up: str, about: dict) -> str:
+    """The HTML of a figure the reader steps through: its start frame and a slider.
+
+    ``docs/assets/javascripts/book.js`` swaps the image when the slider moves; the frames are
+    SVGs of the site, so it works offline. Without JavaScript the start frame stays.
+
+    Args:
+        name: The figure's name.
+        alt: Its alt text.
+        up: The path from the built page to the site's root (raw HTML is not rewritten by
+            mkdocs, as Markdown links are).
+        about: Its control, labels and start frame (``NAME-KEY.frames.json``).
+
+    Returns:
+        The raw HTML.
+    """
+    labels, start = about["labels"], about["start"]
+    base = f"{up}figures/{name}"
+    control = html.escape(about["control"])
+    label_data = html.escape(json.dumps(labels), quote=True)
+    text = html.escape(alt)
+    images = "".join(
+        f'<img class="no-lightbox" src="{base}.frame-{start}{variant}" alt="{text}">'
+        for variant in (".svg#only-light", ".dark.svg#only-dark")
+    )
+    return (
+        f'<figure class="book-frames" data-base="{base}">{images}<figcaption>'
+        f'<label>{control} <input type="range" min="0" max="{len(labels) - 1}" '
+        f'value="{start}" data-labels="{label_data}" aria-label="{control}"></label> '
+        f"<output>{html.escape(labels[start])}</output></figcaption></figure>"
+    )

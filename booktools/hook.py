@@ -1,0 +1,145 @@
+"""The Attention Book's mkdocs events: build-time figures, vendored MathJax, chapter notebooks.
+
+``docs/hooks/book.py`` (the hook that ``mkdocs.yml`` names) only imports these. In build order:
+
+1. ``on_config``: a new `BuildState` for this build, kept in the configuration that every
+   later event receives (each rebuild of ``mkdocs serve`` starts clean).
+2. ``on_files``: draws every figure and build fragment the pages use (`booktools.figures`),
+   adds MathJax (`booktools.mathjax`) and one notebook per chapter (`booktools.notebooks`).
+3. ``on_page_markdown``: expands the listings of package source (`booktools.listings`), puts a
+   note of what it trains before each block that may train (`booktools.notes`), inserts the
+   build fragments, shows each figure in light and dark, and links each chapter's notebook.
+4. ``on_post_page``: strips the CDN script tags that nbconvert adds to notebook pages; the
+   site's own MathJax renders their math.
+5. ``on_post_build``: the referee (`booktools.referee`): the headline numbers of every trained
+   result in the store against those recorded for it.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from mkdocs.exceptions import PluginError
+from mkdocs.structure.files import Files
+
+from booktools.figures import add_figures, insert_fragments, light_and_dark_figures
+from booktools.listings import expand_listings
+from booktools.mathjax import add_mathjax
+from booktools.notebooks import CHAPTERS, add_notebooks, notebook_uri
+from booktools.notes import first_run_notes
+from booktools.referee import referee
+from booktools.state import BuildState
+
+#: The key of the configuration under which a build keeps its `BuildState`.
+STATE = "booktools_state"
+
+CDN_SCRIPT = re.compile(r'<script[^>]*\bsrc="https?://[^"]*"[^>]*>\s*</script>', re.S)
+MODULE_IMPORT = re.compile(
+    r"<script type=\"module\">(?:(?!</script>).)*?https?://(?:(?!</script>).)*</script>", re.S
+)
+
+
+def build_state(config) -> BuildState:
+    """The state of the build that `config` belongs to.
+
+    Args:
+        config: The mkdocs configuration, as every event receives it.
+
+    Returns:
+        The state `on_config` made for this build.
+
+    Raises:
+        PluginError: If ``on_config`` did not run (the hook is not loaded by mkdocs).
+    """
+    try:
+        return config[STATE]
+    except KeyError:
+        raise PluginError("the book's build state is missing: on_config did not run") from None
+
+
+def on_config(config):
+    """Start a build: a new, empty `BuildState`.
+
+    Args:
+        config: The mkdocs configuration.
+
+    Returns:
+        The same configuration, with the build's state.
+    """
+    config[STATE] = BuildState()
+    return config
+
+
+def on_files(files: Files, config) -> Files:
+    """Add figures, MathJax and chapter notebooks to the site.
+
+    Args:
+        files: The site's files.
+        config: The mkdocs configuration.
+
+    Returns:
+        The files, with those added.
+    """
+    state = build_state(config)
+    add_figures(files, config, state)
+    add_mathjax(files, config)
+    add_notebooks(files, config, state)
+    return files
+
+
+def on_page_markdown(markdown: str, page, config, files: Files) -> str:
+    """Expand the listings, insert build fragments and, on chapters, the notebook's link.
+
+    Args:
+        markdown: The page's Markdown.
+        page: The mkdocs page.
+        config: The mkdocs configuration.
+        files: The site's files.
+
+    Returns:
+        The Markdown that mkdocs renders.
+    """
+    state = build_state(config)
+    source = f"docs/{page.file.src_uri}"
+    markdown = expand_listings(markdown, source)
+    markdown = first_run_notes(markdown)
+    markdown = insert_fragments(markdown, source, state)
+    markdown = light_and_dark_figures(markdown, state, page.url)
+    if page.file.src_uri.startswith(CHAPTERS):
+        name = Path(notebook_uri(page.file)).name
+        link = (
+            "[:material-download: Download this chapter as a notebook]"
+            f'(../{notebook_uri(page.file)}){{ .md-button download="{name}" }}'
+        )
+        lines = markdown.split("\n")
+        title = next((k for k, line in enumerate(lines) if line.startswith("# ")), -1)
+        lines.insert(title + 1, f"\n{link}\n")
+        markdown = "\n".join(lines)
+    return markdown
+
+
+def on_post_page(output: str, page, config) -> str:
+    """Remove scripts that nbconvert loads from CDNs: the site must load nothing from outside.
+
+    Args:
+        output: The page's HTML.
+        page: The mkdocs page.
+        config: The mkdocs configuration.
+
+    Returns:
+        The HTML, without those scripts on notebook pages.
+    """
+    if page.file.src_uri.endswith((".py", ".ipynb")):
+        output = CDN_SCRIPT.sub("", output)
+        output = MODULE_IMPORT.sub("", output)
+    return output
+
+
+def on_post_build(config) -> None:
+    """Checks of the built book as a whole, after every page is written: the referee.
+
+    Args:
+        config: The mkdocs configuration.
+    """
+    referee()

@@ -1,0 +1,49 @@
+"""What one build of the site keeps between mkdocs events.
+
+``on_files`` draws the figures and build fragments; ``on_page_markdown`` then puts them in the
+pages. What the first learns and the second needs travels in a `BuildState`, made anew at the
+start of every build (``on_config``, so each rebuild of ``mkdocs serve`` starts clean) and
+handed explicitly to the functions that read it: no module keeps state between builds.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from mkdocs.exceptions import PluginError
+
+
+class MissingFragmentError(PluginError):
+    """A page inserts a build fragment (``{{ build:NAME }}``) that the build did not draw."""
+
+
+@dataclass
+class BuildState:
+    """The results of one build that its later events read.
+
+    Attributes:
+        fragments: Each build fragment's Markdown, by figure name (``{{ build:NAME }}``).
+        frames: Each figure drawn as `Frames` (one drawing per value of a control): its
+            ``control``, its ``labels`` and its ``start`` frame, by figure name.
+    """
+
+    fragments: dict[str, str] = field(default_factory=dict)
+    frames: dict[str, dict] = field(default_factory=dict)
+
+    def fragment(self, name: str, page: str) -> str:
+        """The Markdown of a build fragment.
+
+        Args:
+            name: The fragment's name (a figure function's).
+            page: The page that inserts it, named in the error.
+
+        Returns:
+            The fragment's Markdown.
+
+        Raises:
+            MissingFragmentError: If the build drew no fragment of that name, naming the page
+                and the fragment.
+        """
+        if name not in self.fragments:
+            raise MissingFragmentError(f"{page}: unknown build fragment {name!r}")
+        return self.fragments[name]
