@@ -13,7 +13,9 @@ the ``attention_book`` wheel. One concept per module:
 - `booktools.hook`: the mkdocs events (``docs/hooks/book.py`` only imports them);
 - `booktools.snippets`: the pytest plugin that runs every code block of the pages;
 - `booktools.browser_check`: the site checked in headless Chromium
-  (``python -m booktools.browser_check site``);
+  (``python -m booktools.browser_check site``), with `booktools.browser_scripts` (what it runs
+  in the page) and `booktools.browsing` (the local server and Chromium);
+- `booktools.referee`: the trained results' headline numbers against the recorded ones;
 - `booktools.run_notebooks`: every chapter's notebook run from top to bottom
   (``python -m booktools.run_notebooks``).
 """

@@ -2,7 +2,9 @@
 
 A page shows a figure with ``![alt](../figures/NAME.svg)`` and inserts a build fragment (a
 table or a sentence of measured numbers, Markdown that a figure function returns) with
-``{{ build:NAME }}``. The build finds every name the pages use (`referenced_names`), draws the
+``{{ build:NAME }}``, or one value of a figure function that returns a dict of them with
+``{{ build:NAME.KEY }}``, so that a sentence of the page's own prose can cite a number the
+build measured. The build finds every name the pages use (`referenced_names`), draws the
 missing ones with ``python -m attention_book.figures`` in parallel worker processes, one chapter
 module per worker at a time (`render`), into ``.cache/figures/``, each under its own key
 (`figure_key`): the source of its module and of the package modules it imports, the library
@@ -48,7 +50,9 @@ CACHE = ROOT / ".cache"
 RESULTS = ROOT / "benchmarks" / "results"
 FIGURE_LINK = re.compile(r"(?<=\]\()(?:\.\./)*figures/([A-Za-z_][A-Za-z0-9_]*)\.svg(?=[)\s])")
 FIGURE_IMAGE = re.compile(r"!\[(?P<alt>[^\]]*)\]\((?P<dir>(?:\.\./)*)figures/(?P<name>\w+)\.svg\)")
-BUILD_FRAGMENT = re.compile(r"\{\{ build:([A-Za-z_][A-Za-z0-9_]*) \}\}")
+#: ``{{ build:NAME }}`` (a fragment of Markdown) or ``{{ build:NAME.KEY }}`` (one value of a
+#: figure function that returns a dict of values, written into a sentence of the page).
+BUILD_FRAGMENT = re.compile(r"\{\{ build:(?P<name>[A-Za-z_][A-Za-z0-9_]*)(?:\.(?P<key>\w+))? \}\}")
 # Libraries whose version can change a figure: those that draw, and those that compute what
 # the figures show (an experiment's own cache key covers them too).
 FIGURE_LIBRARIES = ("matplotlib", "torch", "numpy", "babel", "num2words", "sacrebleu")
@@ -131,8 +135,9 @@ def referenced_names(
     figures: dict[str, list[str]] = {}
     fragments: dict[str, list[str]] = {}
     for page, text in pages:
+        inserted = [match["name"] for match in BUILD_FRAGMENT.finditer(text)]
         for found, names in ((figures, FIGURE_LINK.findall(text)),
-                             (fragments, BUILD_FRAGMENT.findall(text))):  # fmt: skip
+                             (fragments, inserted)):  # fmt: skip
             for name in names:
                 found.setdefault(name, []).append(page)
     return figures, fragments
@@ -236,8 +241,8 @@ def draw(figures: dict[str, list[str]], fragments: dict[str, list[str]]) -> dict
 
 
 def _rendered(stem: Path) -> bool:
-    """Whether a figure was drawn under this name and key (as an SVG or as Markdown)."""
-    return stem.with_suffix(".svg").exists() or stem.with_suffix(".md").exists()
+    """Whether a figure was drawn under this name and key (an SVG, Markdown or values)."""
+    return any(stem.with_suffix(suffix).exists() for suffix in (".svg", ".md", ".json"))
 
 
 def read_fragments(fragments: dict[str, list[str]], paths: dict[str, Path]) -> dict[str, str]:
@@ -248,20 +253,25 @@ def read_fragments(fragments: dict[str, list[str]], paths: dict[str, Path]) -> d
         paths: Where `draw` put them.
 
     Returns:
-        ``{name: markdown}``.
+        ``{name: markdown}``, and for a function that returned values, ``{"name.key": value}``
+        for each of them.
 
     Raises:
         PluginError: If a fragment's function returned a figure, naming the pages.
     """
     found = {}
     for name in sorted(fragments):
-        path = paths[name].with_suffix(".md")
-        if not path.exists():
+        text, values = paths[name].with_suffix(".md"), paths[name].with_suffix(".json")
+        if text.exists():
+            found[name] = text.read_text(encoding="utf-8").strip()
+        elif values.exists():
+            for key, value in json.loads(values.read_text(encoding="utf-8")).items():
+                found[f"{name}.{key}"] = value
+        else:
             raise PluginError(
                 f"{', '.join(fragments[name])}: build fragment {name!r} returned a figure, not "
                 f"Markdown; show it with ![...](../figures/{name}.svg)"
             )
-        found[name] = path.read_text(encoding="utf-8").strip()
     return found
 
 
@@ -342,7 +352,8 @@ def insert_fragments(markdown: str, page: str, state: BuildState) -> str:
     """
 
     def fragment(match: re.Match, indent: str) -> str:
-        lines = state.fragment(match[1], page).split("\n")
+        name = match["name"] if match["key"] is None else f"{match['name']}.{match['key']}"
+        lines = state.fragment(name, page).split("\n")
         return "\n".join([lines[0], *(indent + line if line else "" for line in lines[1:])])
 
     out = []

@@ -22,7 +22,8 @@ class BuildState:
     """The results of one build that its later events read.
 
     Attributes:
-        fragments: Each build fragment's Markdown, by figure name (``{{ build:NAME }}``).
+        fragments: Each build fragment's Markdown, by figure name (``{{ build:NAME }}``), and
+            each value of a figure that returns values, by ``NAME.KEY``.
         frames: Each figure drawn as `Frames` (one drawing per value of a control): its
             ``control``, its ``labels`` and its ``start`` frame, by figure name.
     """
@@ -45,5 +46,7 @@ class BuildState:
                 and the fragment.
         """
         if name not in self.fragments:
-            raise MissingFragmentError(f"{page}: unknown build fragment {name!r}")
+            values = sorted(key for key in self.fragments if key.startswith(f"{name}."))
+            hint = f" (it holds values: {', '.join(values)})" if values else ""
+            raise MissingFragmentError(f"{page}: unknown build fragment {name!r}{hint}")
         return self.fragments[name]

@@ -126,10 +126,11 @@ def test_a_figure_key_changes_with_what_the_figure_draws_from_and_nothing_else(t
 
 
 def referenced(pattern) -> set[str]:
-    """Names a page references with the hook's own patterns."""
+    """Names a page references with the tooling's own patterns."""
     names = set()
     for page in (ROOT / "docs").rglob("*.md"):
-        names.update(pattern.findall(page.read_text(encoding="utf-8")))
+        for match in pattern.finditer(page.read_text(encoding="utf-8")):
+            names.add(match[1])  # the figure's name (not the key of one of its values)
     return names
 
 
@@ -350,3 +351,26 @@ def test_a_block_that_trains_says_what_it_trains_and_for_how_long(tmp_path, monk
     assert "`transformer` (4 min 10 s" in second and "`transformer-length` (not timed" in second
     notebook = chapter_notebook(TRAINING_PAGE, "chapters/x/", "https://example.org/")
     assert sum("The first run trains." in cell.source for cell in notebook.cells) == 2
+
+
+def test_a_value_of_the_build_is_written_into_a_sentence(tmp_path, monkeypatch):
+    files = build_files(tmp_path, {"chapters/x.md": "It took {{ build:facts.seconds }} s."})
+    monkeypatch.setattr(figures, "CACHE", tmp_path / "cache")
+    monkeypatch.setattr(
+        figures, "figure_index", lambda: {"facts": ("attention_book.figures.home", False)}
+    )
+
+    def render(names, out_dir, modules):
+        (out_dir / "facts.json").write_text('{"seconds": "12.5", "runs": "3"}')
+
+    monkeypatch.setattr(figures, "render", render)
+    state = BuildState()
+    figures.add_figures(files, {}, state)
+    page = "It took {{ build:facts.seconds }} s over {{ build:facts.runs }} runs."
+    assert figures.insert_fragments(page, "docs/chapters/x.md", state) == (
+        "It took 12.5 s over 3 runs."
+    )
+    with pytest.raises(MissingFragmentError, match=r"unknown build fragment 'facts.nope'"):
+        figures.insert_fragments("{{ build:facts.nope }}", "docs/chapters/x.md", state)
+    with pytest.raises(MissingFragmentError, match=r"'facts' \(it holds values: facts.runs"):
+        figures.insert_fragments("{{ build:facts }}", "docs/chapters/x.md", state)

@@ -17,12 +17,11 @@ from booktools.browser_check import (
     check_site,
     check_site_in_parallel,
     default_docs,
-    launch,
     main,
     page_source,
     page_url,
-    site_pages,
 )
+from booktools.browsing import launch, site_pages
 from booktools.markdown import runnable_blocks
 
 pytestmark = pytest.mark.skipif(

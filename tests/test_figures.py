@@ -107,34 +107,48 @@ def test_build_sentences_match_the_experiments_they_word():
 
 
 COMPILE_FIGURES = [
-    "flash_compile_summary",
+    "flash_compile_facts",
+    "flash_compile_resources",
+    "flash_compile_table",
     "flash_compile_mix",
-    "flash_compile_excerpt",
+    "flash_compile_score_paths",
     "flash_compile_changes",
     "flash_compile_before_after",
-    "flash_compile_table",
 ]
 
 
 @pytest.mark.parametrize("name", COMPILE_FIGURES)
-def test_compile_report_fragments_without_a_report_are_one_line(tmp_path, name):
-    text = draw(name, tmp_path)
-    assert "No compile report yet" in text and "\n" not in text.strip()
+def test_compile_report_figures_without_a_report_say_how_to_make_one(tmp_path, name):
+    with pytest.raises(ValueError, match=r"no compile report in .*benchmarks/flash_compile.py"):
+        draw(name, tmp_path)
 
 
-def test_compile_report_fragments_read_the_committed_report():
+def test_compile_report_figures_read_the_committed_report():
     from pathlib import Path
 
     results = Path(__file__).resolve().parents[1] / "benchmarks" / "results"
-    summary = draw("flash_compile_summary", results)
-    assert "| sm_90 | forward |" in summary and "| sm_80 | dQ |" in summary
+    resources = draw("flash_compile_resources", results)
+    assert "| sm_90 | forward |" in resources and "| sm_80 | dQ |" in resources
     mix = draw("flash_compile_mix", results)
     assert mix.count("data:image/svg+xml;base64,") == 2  # drawn for light and for dark pages
     assert "#only-light)" in mix and "#only-dark)" in mix
-    excerpt = draw("flash_compile_excerpt", results)
-    assert excerpt.count("```text") == 3 and excerpt.count("MUFU.EX2") == 3
+    paths = draw("flash_compile_score_paths", results)
+    assert sorted(paths) == ["after", "before", "tutorial"]
+    assert all(p.startswith("```text\n") and "MUFU.EX2" in p for p in paths.values())
+    facts = draw("flash_compile_facts", results)
+    assert int(facts["ours"]) > 100 and facts["dtype"] == "float16" and facts["commit"]
     changes = draw("flash_compile_changes", results)
-    assert changes.count("\n- ") == 5 and "FMULs" in changes and "not compiled" not in changes
+    assert int(changes["fmul_before"]) > int(changes["fmul_after"]) > 0
     table = draw("flash_compile_before_after", results)
     assert table.count("\n|") >= 12 and "| – | – | – |" not in table
-    assert draw("flash_compile_table", results).startswith('??? info "Every listed')
+    assert draw("flash_compile_table", results).startswith("| GPU | kernel | d | tile |")
+
+
+def test_a_figure_function_may_return_values_that_the_prose_cites(monkeypatch):
+    import attention_book.figures as package
+
+    monkeypatch.setattr(package, "find_figure", lambda name: lambda: {"count": "3", "date": "x"})
+    assert draw("facts") == {"count": "3", "date": "x"}
+    monkeypatch.setattr(package, "find_figure", lambda name: lambda: {"count": 3})
+    with pytest.raises(TypeError, match="a dict of values"):
+        draw("facts")

@@ -235,3 +235,44 @@ def test_score_path_follows_one_score_from_the_multiply_to_its_exponential():
     assert compiled.score_path(swapped) == [swapped[0], swapped[1], swapped[3]]  # R12: the scale
     with pytest.raises(ValueError, match=r"MUFU\.EX2"):
         compiled.score_path(sass[:5])
+
+
+# --- The verdicts that the chapter's prose states about the committed report -----------------
+
+
+def _committed_report():
+    from attention_book.flash.compiled import load_report
+
+    return load_report(Path(__file__).resolve().parents[1] / "benchmarks" / "results")
+
+
+def test_the_report_compiled_the_kernels_the_book_shows():
+    """'It compiled the kernels exactly as this book shows them': rerun the report otherwise."""
+    from attention_book.flash.compile_report import kernels_changed_since
+
+    assert not kernels_changed_since(_committed_report()), (
+        "kernels.py or launch.py changed since benchmarks/results/flash_compile.json was "
+        "compiled: rerun python benchmarks/flash_compile.py (it needs no GPU)"
+    )
+
+
+def test_the_scale_left_the_maximum_as_the_chapter_says():
+    """'Before, each score was first multiplied by the scale (FMUL) ...; after, the maximum is
+    taken of the raw score (FMNMX), as in the tutorial'."""
+    from attention_book.flash.compile_report import score_paths
+
+    first = {name: path[0].split()[0] for name, path in score_paths(_committed_report()).items()}
+    assert first == {"baseline": "FMUL", "ours": "FMNMX", "tutorial": "FMNMX"}
+
+
+def test_the_changes_the_chapter_lists_are_what_the_report_shows():
+    from attention_book.flash.compile_report import change_numbers
+
+    numbers = {k: v for k, v in change_numbers(_committed_report()).items() if v.isdigit()}
+    assert int(numbers["fmul_before"]) > int(numbers["fmul_after"])  # the scale folded in
+    assert int(numbers["ldgsts"]) > 0 and int(numbers["utmaldg"]) > 0  # copies became TMA
+    assert int(numbers["int_before"]) > int(numbers["int_after"])
+    assert int(numbers["dkdv_fmul_before"]) > int(numbers["dkdv_fmul_after"])
+    # "The dQ loop did not change", "before and after".
+    assert numbers["dq_fmul_before"] == numbers["dq_fmul_after"]
+    assert numbers["dq_instructions_before"] == numbers["dq_instructions_after"]

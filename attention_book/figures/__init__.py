@@ -8,15 +8,17 @@ adding it to its module's ``FIGURES``; a new module is found by `CHAPTERS` on it
 are unique across the modules.
 
 A figure function returns a matplotlib `Figure`, which the site build saves as
-``figures/<name>.svg``, a `Frames` (one drawing per value of a control, which the page shows
-with a slider, offline, by swapping precomputed SVGs), or a Markdown string (a table, a
-sentence with measured numbers), which the build inserts where a page writes ``{{ build:<name>
-}}``. It takes no argument, except the figures that show results committed by the scripts in
+``figures/<name>.svg``, a `Frames` (one drawing per value of a control, which the page shows with a
+slider, offline, by swapping precomputed SVGs), or a Markdown string (a table, a sentence with
+measured numbers), which the build inserts where a page writes ``{{ build:<name> }}``, or a dict of
+values (names to formatted strings), one of which the build inserts where a sentence of the page
+writes ``{{ build:<name>.<key> }}``: the prose stays in the page, the numbers come from the build.
+It takes no argument, except the figures that show results committed by the scripts in
 ``benchmarks/``: those take one argument, ``results_dir``, the directory of those results. The
 caller passes it: ``draw(name, results_dir=...)`` or ``python -m attention_book.figures NAME
 --out-dir DIR --results-dir RESULTS``; the site's hook passes the repository's
-``benchmarks/results``. The package never looks for that directory itself, so it works the same
-from an installed wheel.
+``benchmarks/results``. The package never looks for that directory itself, so it works the same from
+an installed wheel.
 
 Computations that are not drawing (training runs, measurements) live in
 `attention_book.experiments`; the figure modules import them.
@@ -144,7 +146,9 @@ def needs_results(function: Callable[..., Figure | str]) -> bool:
     return "results_dir" in inspect.signature(function).parameters
 
 
-def draw(name: str, results_dir: str | Path | None = None) -> Figure | Frames | str:
+def draw(
+    name: str, results_dir: str | Path | None = None
+) -> Figure | Frames | str | dict[str, str]:
     """Call the figure function called `name`, with the results directory if it needs one.
 
     Args:
@@ -153,12 +157,13 @@ def draw(name: str, results_dir: str | Path | None = None) -> Figure | Frames | 
             only by figures that show them, ignored by the others.
 
     Returns:
-        The matplotlib figure, the frames, or the Markdown string.
+        The matplotlib figure, the frames, the Markdown string, or the dict of values.
 
     Raises:
         ValueError: If `name` is not a figure, or the figure needs `results_dir` and got none
             or a path that is not a directory.
-        TypeError: If the function returns something else than a Figure, Frames or a string.
+        TypeError: If the function returns something else than a Figure, Frames, a string or
+            a dict of strings by names.
     """
     function = find_figure(name)
     if not needs_results(function):
@@ -172,10 +177,15 @@ def draw(name: str, results_dir: str | Path | None = None) -> Figure | Frames | 
         raise ValueError(f"results_dir must be a directory, got {str(results_dir)!r}")
     else:
         result = function(Path(results_dir))
-    if not isinstance(result, Figure | Frames | str):
+    is_values = isinstance(result, dict) and all(
+        isinstance(key, str) and key.isidentifier() and isinstance(value, str)
+        for key, value in result.items()
+    )
+    if not (isinstance(result, Figure | Frames | str) or is_values):
         raise TypeError(
-            f"figure function {name!r} returned {type(result).__name__}; "
-            "it must return a matplotlib Figure, Frames or a Markdown string"
+            f"figure function {name!r} returned {type(result).__name__}; it must return a "
+            "matplotlib Figure, Frames, a Markdown string, or a dict of values (names to "
+            "strings) that the page's prose cites"
         )
     return result
 

@@ -1,9 +1,10 @@
 """Render figures by name: ``python -m attention_book.figures NAME ... --out-dir DIR``.
 
 Each figure's result is written to ``DIR/NAME.svg`` and ``DIR/NAME.dark.svg`` (a matplotlib
-figure, drawn for a light page and recoloured for a dark one by `recolor_for_dark`) or to
-``DIR/NAME.md`` (a Markdown fragment). A `Frames` result is written as ``NAME.frame-K.svg`` and
-``NAME.frame-K.dark.svg`` for every frame K, ``NAME.svg`` and ``NAME.dark.svg`` for the start
+figure, drawn for a light page and recoloured for a dark one by `recolor_for_dark`), to
+``DIR/NAME.md`` (a Markdown fragment) or to ``DIR/NAME.json`` (values a page's prose cites).
+A `Frames` result is written as ``NAME.frame-K.svg`` and ``NAME.frame-K.dark.svg`` for every
+frame K, ``NAME.svg`` and ``NAME.dark.svg`` for the start
 frame, and ``NAME.frames.json`` (the control's name, the labels, the start frame). Figures that
 show committed benchmark results need ``--results-dir RESULTS`` (the site build passes
 ``benchmarks/results``). The site build runs this in fresh interpreters, one per chapter module
@@ -92,6 +93,9 @@ def main(argv: list[str] | None = None) -> int:
         elif isinstance(result, Figure):
             save_svg(result, args.out_dir / f"{name}.svg")
             save_svg(recolor_for_dark(result), args.out_dir / f"{name}.dark.svg")
+        elif isinstance(result, dict):  # values that the page's prose cites
+            text = json.dumps(result, indent=1, sort_keys=True, ensure_ascii=False)
+            (args.out_dir / f"{name}.json").write_text(text, encoding="utf-8")
         else:
             (args.out_dir / f"{name}.md").write_text(result, encoding="utf-8")
         print(f"rendered {name} in {time.perf_counter() - start:.1f} s", flush=True)

@@ -2,9 +2,10 @@
 
 They read the compile report that ``benchmarks/flash_compile.py`` commits as
 ``benchmarks/results/flash_compile.json`` (through `attention_book.flash.compiled.load_report`)
-and put it in the chapter's words and tables (`attention_book.flash.compile_report`); each
-takes the directory of the results as its `results_dir` argument (see `attention_book.figures`)
-and returns a one-line note when there is no report. The chapter's other figures are in
+and return its tables, or the values that the chapter's own sentences cite
+(`attention_book.flash.compile_report`); each takes the directory of the results as its
+`results_dir` argument (see `attention_book.figures`), and fails with a clear error when there
+is no report. The chapter's other figures are in
 `attention_book.figures.flash`.
 """
 
@@ -23,37 +24,52 @@ __all__ = [
     "FIGURES",
     "flash_compile_before_after",
     "flash_compile_changes",
-    "flash_compile_excerpt",
+    "flash_compile_facts",
     "flash_compile_mix",
-    "flash_compile_summary",
+    "flash_compile_resources",
+    "flash_compile_score_paths",
     "flash_compile_table",
 ]
 
 
-_NO_COMPILE_REPORT = (
-    "*No compile report yet: this build found no `benchmarks/results/flash_compile.json`. "
-    "Running `python benchmarks/flash_compile.py` writes it (it needs no GPU), and the next "
-    "build fills this place.*"
-)
+def _report(results_dir: Path) -> dict:
+    """The compile report in `results_dir`.
 
-
-def _from_report(results_dir: Path, words) -> str:
-    """`words` of the compile report in `results_dir`, or a note that there is none."""
+    Raises:
+        ValueError: If there is none (``python benchmarks/flash_compile.py`` writes it; it
+            needs no GPU).
+    """
     report = compiled.load_report(results_dir)
-    text = "" if report is None else words(report)
-    return text or _NO_COMPILE_REPORT
+    if report is None:
+        raise ValueError(
+            f"no compile report in {results_dir}: run `python benchmarks/flash_compile.py` "
+            "(it needs no GPU) to write benchmarks/results/flash_compile.json"
+        )
+    return report
 
 
-def flash_compile_summary(results_dir: Path) -> str:
-    """What the last compile report covered, and each kernel's resources by GPU.
+def flash_compile_facts(results_dir: Path) -> dict[str, str]:
+    """What the last compile report covered: its date, versions, counts, launch and showcase.
 
     Args:
         results_dir: The directory ``benchmarks/flash_compile.py`` writes its report to.
 
     Returns:
-        Markdown (`attention_book.flash.compile_report.summary_markdown`), or a note.
+        Values for the chapter's prose (`attention_book.flash.compile_report.compile_facts`).
     """
-    return _from_report(results_dir, compile_report.summary_markdown)
+    return compile_report.compile_facts(_report(results_dir))
+
+
+def flash_compile_resources(results_dir: Path) -> str:
+    """Each kernel's registers, spills, shared memory and matrix multiply, by GPU.
+
+    Args:
+        results_dir: The directory ``benchmarks/flash_compile.py`` writes its report to.
+
+    Returns:
+        A Markdown table.
+    """
+    return compile_report.resources_markdown(_report(results_dir))
 
 
 def flash_compile_table(results_dir: Path) -> str:
@@ -63,33 +79,35 @@ def flash_compile_table(results_dir: Path) -> str:
         results_dir: The directory ``benchmarks/flash_compile.py`` writes its report to.
 
     Returns:
-        Markdown: a collapsed table, or a note.
+        A Markdown table.
     """
-    return _from_report(results_dir, compile_report.table_markdown)
+    return compile_report.table_markdown(_report(results_dir))
 
 
-def flash_compile_excerpt(results_dir: Path) -> str:
+def flash_compile_score_paths(results_dir: Path) -> dict[str, str]:
     """The path of one score through the forward's main loop, in SASS: before, after, tutorial.
 
     Args:
         results_dir: The directory ``benchmarks/flash_compile.py`` writes its report to.
 
     Returns:
-        Markdown: three short listings, or a note.
+        ``{"before": ..., "after": ..., "tutorial": ...}``, each a short ``text`` listing.
     """
-    return _from_report(results_dir, compile_report.excerpt_markdown)
+    paths = compile_report.score_paths(_report(results_dir))
+    keys = {"baseline": "before", "ours": "after", "tutorial": "tutorial"}
+    return {keys[name]: "\n".join(["```text", *path, "```"]) for name, path in paths.items()}
 
 
-def flash_compile_changes(results_dir: Path) -> str:
-    """What each change bought, read off the compile report, one bullet per change.
+def flash_compile_changes(results_dir: Path) -> dict[str, str]:
+    """What each change bought, read off the compile report.
 
     Args:
         results_dir: The directory ``benchmarks/flash_compile.py`` writes its report to.
 
     Returns:
-        Markdown bullets, or a note.
+        Values for the chapter's prose (`attention_book.flash.compile_report.change_numbers`).
     """
-    return _from_report(results_dir, compile_report.changes_markdown)
+    return compile_report.change_numbers(_report(results_dir))
 
 
 def flash_compile_before_after(results_dir: Path) -> str:
@@ -99,9 +117,9 @@ def flash_compile_before_after(results_dir: Path) -> str:
         results_dir: The directory ``benchmarks/flash_compile.py`` writes its report to.
 
     Returns:
-        Markdown: one table, or a note.
+        A Markdown table.
     """
-    return _from_report(results_dir, compile_report.before_after_markdown)
+    return compile_report.before_after_markdown(_report(results_dir))
 
 
 def _mix_figure(kinds: list[str], mixes: dict[str, dict[str, int]]) -> Figure:
@@ -135,34 +153,23 @@ def flash_compile_mix(results_dir: Path) -> str:
         results_dir: The directory ``benchmarks/flash_compile.py`` writes its report to.
 
     Returns:
-        Markdown: a bar chart (inline SVG) and its caption, or a note.
+        Markdown: the bar chart (inline SVG, drawn for light and dark pages).
     """
-
-    def chart(report):
-        row = compile_report.showcase(report).get("ours")
-        if row is None:
-            return ""
-        alt = (
-            "Horizontal bars: the instructions of one main-loop iteration of the forward "
-            "kernel by kind, before the tuning, after it, and in Triton's tutorial"
-        )
-        return (
-            f"{inline_svg(_mix_figure(*compile_report.instruction_groups(report)), alt)}\n\n"
-            f"*`flash_compile_mix`: the main loop of the forward kernel, "
-            f"{compile_report.tile_name(row['config'])}, head dim {row['head_dim']}, compiled "
-            f"for {row['target']}, by kind of instruction (SASS opcodes grouped as in "
-            "`OPCODE_GROUPS`).*"
-        )
-
-    return _from_report(results_dir, chart)
+    report = _report(results_dir)
+    alt = (
+        "Horizontal bars: the instructions of one main-loop iteration of the forward kernel by "
+        "kind, before the tuning, after it, and in Triton's tutorial"
+    )
+    return inline_svg(_mix_figure(*compile_report.instruction_groups(report)), alt)
 
 
 #: The build-time tables and the figure of this module, in the order of the chapter.
 FIGURES = (
-    flash_compile_summary,
+    flash_compile_facts,
+    flash_compile_resources,
     flash_compile_table,
     flash_compile_mix,
-    flash_compile_excerpt,
+    flash_compile_score_paths,
     flash_compile_changes,
     flash_compile_before_after,
 )

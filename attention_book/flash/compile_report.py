@@ -1,16 +1,19 @@
-"""The compile report in tables and sentences: what the FlashAttention chapter shows of it.
+"""The compile report in numbers and tables: what the FlashAttention chapter shows of it.
 
 ``benchmarks/flash_compile.py`` compiles the kernels of `attention_book.flash.kernels` (and,
 for comparison, those of Triton's fused-attention tutorial and of this package before its
 tuning) for sm_90 and sm_80 on a CPU, and writes ``benchmarks/results/flash_compile.json``.
-The functions here turn that report (as `attention_book.flash.compiled.load_report` reads it)
-into the Markdown of the chapter's section "What the compiler made of our kernel"; every number
-they print comes from the report. `attention_book.figures.flash_compiled` calls them, and draws
-the one figure, from `instruction_groups`.
+The functions here read that report (as `attention_book.flash.compiled.load_report` reads it)
+for the chapter's section "What the compiler made of our kernel": the values its prose cites
+(`compile_facts`, `change_numbers`, `score_paths`) and its tables (`resources_markdown`,
+`table_markdown`, `before_after_markdown`). The sentences are the chapter's own; the verdicts
+they state are asserted by ``tests/test_flash_compile.py`` against the committed report.
+`attention_book.figures.flash_compiled` calls these functions, and draws the one figure, from
+`instruction_groups`.
 
 The report keeps the SASS of one "showcase" compilation per implementation (the forward,
-128 x 64 tiles, 4 warps, 3 stages, head dim 64, not causal, sm_90), from which
-`excerpt_markdown` quotes the path of one score.
+128 x 64 tiles, 4 warps, 3 stages, head dim 64, not causal, sm_90), from which `score_paths`
+quotes the path of one score.
 """
 
 from __future__ import annotations
@@ -26,12 +29,13 @@ from attention_book.memory import measure_tensor_memory
 __all__ = [
     "KERNEL_NAMES",
     "before_after_markdown",
-    "changes_markdown",
-    "excerpt_markdown",
+    "change_numbers",
+    "compile_facts",
     "instruction_groups",
     "kernels_changed_since",
+    "resources_markdown",
+    "score_paths",
     "showcase",
-    "summary_markdown",
     "table_markdown",
     "tile_name",
 ]
@@ -78,41 +82,54 @@ def _count(row: dict | None, opcode: str | None = None, function: str | None = N
     return loop["instructions"] if opcode is None else loop["opcodes"].get(opcode, 0)
 
 
-def _change(before, after, what: str) -> str:
-    """``128 → 68 FMULs``, or says that one side was not compiled."""
-    if before is None or after is None:
-        return f"{what}: not compiled"
-    return f"{before} → {after} {what}"
+def compile_facts(report: dict) -> dict[str, str]:
+    """What the last run of the report covered, as values the chapter's prose cites.
 
+    Args:
+        report: The compile report (`attention_book.flash.compiled.load_report`).
 
-def summary_markdown(report: dict) -> str:
-    """What the run covered, and each kernel's resources by GPU (listed configurations)."""
+    Returns:
+        ``date``, ``triton``, ``ptxas`` (each target's), the numbers of compilations
+        ``ours``, ``tutorial`` and ``baseline``, the baseline's ``commit``, the launch's
+        ``dtype`` and ``shape``, the tutorial's ``tutorial_source`` and ``tutorial_sha256``, and
+        the ``showcase_tile``, ``showcase_head_dim`` and ``showcase_target`` of the compilation
+        whose loop the section dissects; all as text.
+    """
     env, settings = report["environment"], report["settings"]
     count = {name: len(select(report, implementation=name)) for name in _LABELS}
     batch, heads, seq_len = settings["shape"]
-    fresh = (
-        "The kernels have changed since that run: rerun the script to bring this section up "
-        "to date."
-        if kernels_changed_since(report)
-        else "It compiled the kernels exactly as this book shows them."
-    )
-    baseline = report.get("baseline", {}).get("commit", "")[:7]
-    ptxas = " and ".join(f"{version} for {target}" for target, version in env["ptxas"].items())
+    ours = showcase(report).get("ours", {})
+    return {
+        "date": env["date_utc"][:10],
+        "triton": env["triton"],
+        "ptxas": " and ".join(
+            f"{version} for {target}" for target, version in env["ptxas"].items()
+        ),
+        "ours": str(count["ours"]),
+        "tutorial": str(count["tutorial"]),
+        "baseline": str(count["baseline"]),
+        "commit": report.get("baseline", {}).get("commit", "")[:7],
+        "dtype": settings["dtype"],
+        "shape": f"{batch}, {heads}, {seq_len}",
+        "tutorial_source": report.get("tutorial", {}).get("source", ""),
+        "tutorial_sha256": report.get("tutorial", {}).get("sha256", "")[:12],
+        "showcase_tile": tile_name(ours["config"]) if ours else "",
+        "showcase_head_dim": str(ours.get("head_dim", "")),
+        "showcase_target": ours.get("target", ""),
+    }
+
+
+def resources_markdown(report: dict) -> str:
+    """Each kernel's resources by GPU, over its listed configurations: a Markdown table.
+
+    Args:
+        report: The compile report.
+
+    Returns:
+        The table.
+    """
+    settings = report["settings"]
     lines = [
-        f"The last run of `benchmarks/flash_compile.py` ({env['date_utc'][:10]}, Triton "
-        f"{env['triton']}, its ptxas {ptxas}) made {count['ours']} compilations of this "
-        f"book's kernels (every listed configuration at every head dim, with and without a "
-        f"causal mask, and a few more), {count['tutorial']} of the tutorial's, and "
-        f"{count['baseline']} of this book's kernels as they were before the changes below "
-        f"(commit `{baseline}`), each with the specialization that a launch on "
-        f"{settings['dtype']} tensors of shape ({batch}, {heads}, {seq_len}, head_dim) gets. "
-        f"{fresh}",
-        "",
-    ]
-    if "tutorial" in report:
-        source, digest = report["tutorial"]["source"], report["tutorial"]["sha256"]
-        lines += [f"The tutorial's kernels compiled: {source} (SHA-256 `{digest[:12]}`).", ""]
-    lines += [
         "| GPU | kernel | configurations listed | registers | bytes spilled "
         "| shared memory, KB (the most a block may use) | matrix multiply |",
         "|---|---|---:|---:|---:|---:|---|",
@@ -140,7 +157,14 @@ def summary_markdown(report: dict) -> str:
 
 
 def table_markdown(report: dict) -> str:
-    """Every listed configuration of the tuned kernels, in a collapsed block."""
+    """Every listed configuration of the tuned kernels (not causal / causal): a Markdown table.
+
+    Args:
+        report: The compile report.
+
+    Returns:
+        The table: registers, spills, shared memory and main-loop instructions of each.
+    """
     lines = [
         "| GPU | kernel | d | tile | registers | bytes spilled | shared memory, KB "
         "| main loop, instructions |",
@@ -166,11 +190,7 @@ def table_markdown(report: dict) -> str:
             f"| {row['target']} | {KERNEL_NAMES[row['kernel']]} | {row['head_dim']} "
             f"| {tile_name(row['config'])} | " + " | ".join(cells) + " |"
         )
-    return (
-        '??? info "Every listed configuration (not causal / causal)"\n\n'
-        "    Instructions are per warp and per iteration of the unmasked loop.\n\n"
-        + "\n".join(f"    {line}" for line in lines)
-    )
+    return "\n".join(lines)
 
 
 def instruction_groups(report: dict) -> tuple[list[str], dict[str, dict[str, int]]]:
@@ -184,107 +204,88 @@ def instruction_groups(report: dict) -> tuple[list[str], dict[str, dict[str, int
     return kinds, mixes
 
 
-def excerpt_markdown(report: dict) -> str:
-    """What the showcase loop does with one score, per kernel, and the difference in words."""
+def score_paths(report: dict) -> dict[str, list[str]]:
+    """One score's path through the showcase's main loop, in SASS, per implementation.
+
+    Args:
+        report: The compile report.
+
+    Returns:
+        ``{"baseline": [...], "ours": [...], "tutorial": [...]}`` (those compiled): the
+        instructions that read the score after the matrix multiply wrote it, then the fused
+        multiply-add that scales it and subtracts its row's maximum, then its exponential.
+    """
     show = showcase(report)
-    paths = {name: score_path(main_loop(row)["sass"]) for name, row in show.items()}
-    parts = []
-    for name in [name for name in _LABELS if name in paths]:
-        parts += [f"{_LABELS[name]}:", "", "```text", *paths[name], "```", ""]
-    first = {name: path[0].split()[0] for name, path in paths.items()}
-    if first.get("baseline") == "FMUL" and first.get("ours") == "FMNMX":
-        parts.append(
-            "Before, each score was first multiplied by the scale (`FMUL`), so that the "
-            "maximum was taken of scaled scores; after, the maximum is taken of the raw score "
-            "(`FMNMX`)"
-            + (", as in the tutorial" if first.get("tutorial") == "FMNMX" else "")
-            + ", and the scale enters the `FFMA` alone."
-        )
-    return "\n".join(parts).rstrip()
+    return {name: score_path(main_loop(show[name])["sass"]) for name in _LABELS if name in show}
 
 
-def changes_markdown(report: dict) -> str:
-    """What each change bought, one bullet per change, or "" without a baseline."""
+def change_numbers(report: dict) -> dict[str, str]:
+    """What each change of the tuning bought, as values the chapter's prose cites.
+
+    Args:
+        report: The compile report (with a baseline).
+
+    Returns:
+        Text values: in the forward's main loop at the showcase's tile (``tile``, ``head_dim``),
+        its FMULs (``fmul_before``, ``fmul_after``), per-thread asynchronous copies before
+        (``ldgsts``) and TMA copies after (``utmaldg``), integer and address instructions
+        (``int_before``, ``int_after``); the listed compilations that spill (``spilling_before``,
+        ``spilling_after``); at the tile of the tutorial's tests (``tutorial_tile``), head dim
+        128, the bytes spilled before, after and by the tutorial (``spilled_before``, ...); the
+        dK/dV and dQ main loops' FMULs and instructions at their tiles (``dkdv_tile``,
+        ``dkdv_fmul_before``, ..., ``dq_instructions_after``); the preprocessing kernel's
+        registers and the peak MiB of the PyTorch expression it replaces
+        (``preprocess_registers``, ``preprocess_mib``).
+
+    Raises:
+        ValueError: If the report has no baseline, or lacks a compilation these numbers need.
+    """
     show = showcase(report)
     if "baseline" not in show or "ours" not in show:
-        return ""
+        raise ValueError("the compile report has no baseline: run it with --baseline REV")
     before, after = show["baseline"], show["ours"]
-    where = f"{tile_name(after['config'])}, head dim {after['head_dim']}"
     mixes = {name: group_mix(main_loop(show[name])["opcodes"]) for name in ("baseline", "ours")}
-
-    def kind(group, what):
-        return _change(mixes["baseline"][group], mixes["ours"][group], what)
-
     loads = [main_loop(row)["opcodes"] for row in (before, after)]
-    bullets = [
-        f"- **The scale folded into the exponent.** In the forward's main loop ({where}): "
-        f"{_change(_count(before, 'FMUL'), _count(after, 'FMUL'), 'FMULs')} per iteration. "
-        "The scores are no longer multiplied one by one before their maximum is taken; the "
-        "scale multiplies each row's maximum, and rides in the fused multiply-add (FFMA) that "
-        "subtracts it.",
-        f"- **Loads through tensor descriptors.** Same loop: {loads[0].get('LDGSTS', 0)} "
-        f"per-thread asynchronous copies (LDGSTS) from global memory before, "
-        f"{loads[1].get('UTMALDG', 0)} TMA copies (UTMALDG) after, one per tile of K and of V; "
-        f"{kind('integer and address', 'integer and address instructions')}: the "
-        "descriptor holds the tensor's shape and strides, instead of each thread computing the "
-        "addresses of the elements it loads.",
-    ]
-    spilling = {}
-    for name in ("baseline", "ours"):
+    values = {
+        "tile": tile_name(after["config"]),
+        "head_dim": after["head_dim"],
+        "fmul_before": _count(before, "FMUL"),
+        "fmul_after": _count(after, "FMUL"),
+        "ldgsts": loads[0].get("LDGSTS", 0),
+        "utmaldg": loads[1].get("UTMALDG", 0),
+        "int_before": mixes["baseline"]["integer and address"],
+        "int_after": mixes["ours"]["integer and address"],
+    }
+    for name, key in (("baseline", "before"), ("ours", "after")):
         listed = select(report, implementation=name, listed=True)
-        spilling[name] = f"{sum(bool(r['spill_stores']) for r in listed)} of {len(listed)}"
-    theirs = [
-        _first(report, implementation=name, kernel="fwd", target="sm_90", head_dim=128,
-               config=[128, 64, 4, 2], causal=False)
-        for name in ("baseline", "ours", "tutorial")
-    ]  # fmt: skip
-    registers = (
-        f"- **Registers.** Compilations of the listed configurations that spill (both GPUs, "
-        f"every head dim, with and without a causal mask): {spilling['baseline']} before, "
-        f"{spilling['ours']} after."
-    )
-    if all(theirs):
-        spilled = [row["spill_stores"] for row in theirs]
-        registers += (
-            f" The tile of the tutorial's tests, {tile_name(theirs[0]['config'])}, at head dim "
-            f"128 (not causal): {spilled[0]} bytes spilled before, {spilled[1]} after, "
-            f"{spilled[2]} in the tutorial's kernel."
+        values[f"spilling_{key}"] = (
+            f"{sum(bool(r['spill_stores']) for r in listed)} of {len(listed)}"
         )
-    bullets.append(registers)
+    tutorial_tile = [128, 64, 4, 2]
+    values["tutorial_tile"] = tile_name(tutorial_tile)
+    for name, key in (("baseline", "before"), ("ours", "after"), ("tutorial", "tutorial")):
+        row = _first(report, implementation=name, kernel="fwd", target="sm_90", head_dim=128,
+                     config=tutorial_tile, causal=False)  # fmt: skip
+        values[f"spilled_{key}"] = None if row is None else row["spill_stores"]
     for kernel, config in (("dkdv", [32, 128, 8, 3]), ("dq", [128, 64, 8, 3])):
-        pair = [
-            _first(report, implementation=name, kernel=kernel, target="sm_90", head_dim=128,
-                   config=config, causal=False)
-            for name in ("baseline", "ours")
-        ]  # fmt: skip
-        fmuls = (_count(pair[0], "FMUL"), _count(pair[1], "FMUL"))
-        same = (
-            " (the same: this kernel loads the log-sum-exp of its queries once, before the "
-            "loop, so the multiply by log2(e) was never repeated in it)"
-            if fmuls[0] == fmuls[1] and kernel == "dq"
-            else ""
-        )
-        bullets.append(
-            f"- **The {KERNEL_NAMES[kernel]} loop reads the log-sum-exp in base 2.** Its main "
-            f"loop at head dim 128, {tile_name(config)}: {_change(*fmuls, 'FMULs')}{same}, "
-            f"{_change(_count(pair[0]), _count(pair[1]), 'instructions')}."
-        )
+        values[f"{kernel}_tile"] = tile_name(config)
+        for name, key in (("baseline", "before"), ("ours", "after")):
+            row = _first(report, implementation=name, kernel=kernel, target="sm_90",
+                         head_dim=128, config=config, causal=False)  # fmt: skip
+            values[f"{kernel}_fmul_{key}"] = _count(row, "FMUL")
+            values[f"{kernel}_instructions_{key}"] = _count(row)
     pre = _first(report, implementation="ours", kernel="preprocess", target="sm_90",
                  head_dim=128, causal=False)  # fmt: skip
-    if pre:
-        batch, heads, seq_len = report["settings"]["shape"]
-        o, grad = (torch.empty(batch, heads, seq_len, 128, dtype=torch.float16, device="meta")
-                   for _ in range(2))  # fmt: skip
-        _, peak, _ = measure_tensor_memory(lambda o, g: (g.float() * o.float()).sum(-1), o, grad)
-        bullets.append(
-            f"- **D in a kernel of its own.** `attn_bwd_preprocess` ({pre['registers']} "
-            f"registers) reads O and dO once, in their own dtype, and writes D and the base-2 "
-            f"log-sum-exp. The PyTorch expression it replaces, "
-            f"`(grad_out.float() * out.float()).sum(-1)`, peaks at {peak / 2**20:,.0f} MiB of "
-            "temporary tensors at head dim 128 for this shape (counted by "
-            "`measure_tensor_memory`)."
-        )
-    return "\n".join(bullets)
+    batch, heads, seq_len = report["settings"]["shape"]
+    o, grad = (torch.empty(batch, heads, seq_len, 128, dtype=torch.float16, device="meta")
+               for _ in range(2))  # fmt: skip
+    _, peak, _ = measure_tensor_memory(lambda o, g: (g.float() * o.float()).sum(-1), o, grad)
+    values["preprocess_registers"] = None if pre is None else pre["registers"]
+    values["preprocess_mib"] = f"{peak / 2**20:,.0f}"
+    missing = sorted(key for key, value in values.items() if value is None)
+    if missing:
+        raise ValueError(f"the compile report lacks the compilations of {missing}")
+    return {key: str(value) for key, value in values.items()}
 
 
 def before_after_markdown(report: dict) -> str:
