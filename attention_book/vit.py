@@ -12,6 +12,7 @@ import math
 
 import torch
 from torch import Tensor, nn
+from torch.nn import functional as F
 
 from attention_book.multihead import MultiHeadAttention
 from attention_book.positional import LearnedPositionalEmbedding
@@ -21,6 +22,7 @@ __all__ = [
     "ViT",
     "ViTBlock",
     "ViTMLP",
+    "interpolate_position_embedding",
     "mean_attention_distance",
     "patch_distances",
     "window_merge",
@@ -246,9 +248,9 @@ class ViT(nn.Module):
         num_blks: Number of blocks.
         emb_dropout: Dropout on the embeddings (patches, class token and positions).
         blk_dropout: Dropout inside the blocks.
-        lr: Learning rate, kept in ``self.lr`` for whoever builds the optimizer. The seed's
-            ViT takes it here because it trains itself (d2l's ``Classifier``); this module
-            does not use it, but keeps the seed's positional signature, so that
+        lr: Learning rate, kept in ``self.lr`` for whoever builds the optimizer. d2l's ViT
+            takes it here because it trains itself (a d2l ``Classifier``); this module does
+            not use it, but keeps d2l's positional signature, so that
             ``ViT(img_size, patch_size, ..., blk_dropout, lr)`` still means what it says.
         use_bias: Whether the attention projections have biases.
         num_classes: Number of output classes.
@@ -320,6 +322,69 @@ class ViT(nn.Module):
 
 
 # --8<-- [end:ViT]
+
+
+# --8<-- [start:interpolate_position_embedding]
+def interpolate_position_embedding(
+    pos_embedding: Tensor,
+    old_grid: int | tuple[int, int],
+    new_grid: int | tuple[int, int],
+    *,
+    num_prefix_tokens: int = 1,
+    mode: str = "bicubic",
+) -> Tensor:
+    """Resize a learned position table to a new grid of patches, keeping the class token's row.
+
+    Fine-tuning at a higher resolution with the same patch size gives more patches than the
+    table has rows. Dosovitskiy et al. (2021, Section 3.2) interpolate the pre-trained
+    position embeddings in 2-D, according to their location in the image: the rows of the
+    patches are laid out on their grid, resized as an image with one channel per
+    embedding dimension, and read back in row-major order. The prefix rows (the class
+    token's) belong to no location and are kept as they are.
+
+    Args:
+        pos_embedding: The table, prefix rows first (``ViT.pos_embedding.P``).
+        old_grid: Patches per column and per row of the table, an int or (rows, cols).
+        new_grid: Patches per column and per row wanted, an int or (rows, cols).
+        num_prefix_tokens: Rows before the patches' (1: the class token).
+        mode: ``"bicubic"`` or ``"bilinear"`` (`torch.nn.functional.interpolate`).
+
+    Returns:
+        The resized table.
+
+    Shapes:
+        - pos_embedding: ``(1, num_prefix_tokens + old_rows * old_cols, num_hiddens)``
+        - returns: ``(1, num_prefix_tokens + new_rows * new_cols, num_hiddens)``
+
+    Raises:
+        ValueError: If a grid is not a positive int or pair, ``mode`` or
+            ``num_prefix_tokens`` is not one of the accepted values, or the table is not
+            floating point with one row per prefix token and per patch of ``old_grid``.
+    """
+    old_rows, old_cols = _pair("old_grid", old_grid)
+    new_rows, new_cols = _pair("new_grid", new_grid)
+    if mode not in ("bicubic", "bilinear"):
+        raise ValueError(f"mode must be 'bicubic' or 'bilinear', got {mode!r}")
+    if not isinstance(num_prefix_tokens, int) or num_prefix_tokens < 0:
+        raise ValueError(f"num_prefix_tokens must be an int >= 0, got {num_prefix_tokens!r}")
+    num_steps = num_prefix_tokens + old_rows * old_cols
+    if pos_embedding.dim() != 3 or tuple(pos_embedding.shape[:2]) != (1, num_steps):
+        raise ValueError(
+            "pos_embedding must have shape (1, num_prefix_tokens + rows * cols, num_hiddens) = "
+            f"(1, {num_prefix_tokens} + {old_rows} * {old_cols}, num_hiddens) for "
+            f"old_grid {(old_rows, old_cols)}, got {tuple(pos_embedding.shape)}"
+        )
+    if not pos_embedding.is_floating_point():
+        raise ValueError(f"pos_embedding must be floating point, got {pos_embedding.dtype}")
+    prefix = pos_embedding[:, :num_prefix_tokens]  # (1, num_prefix_tokens, num_hiddens)
+    grid = pos_embedding[:, num_prefix_tokens:].reshape(1, old_rows, old_cols, -1)
+    grid = grid.permute(0, 3, 1, 2)  # (1, num_hiddens, old_rows, old_cols): an image
+    grid = F.interpolate(grid, size=(new_rows, new_cols), mode=mode, align_corners=False)
+    grid = grid.permute(0, 2, 3, 1).reshape(1, new_rows * new_cols, -1)  # row-major again
+    return torch.cat([prefix, grid], dim=1)  # (1, num_prefix_tokens + new_rows * new_cols, D)
+
+
+# --8<-- [end:interpolate_position_embedding]
 
 
 # --8<-- [start:mean_attention_distance]

@@ -10,6 +10,7 @@ from attention_book.vit import (
     ViT,
     ViTBlock,
     ViTMLP,
+    interpolate_position_embedding,
     mean_attention_distance,
     patch_distances,
     window_merge,
@@ -322,6 +323,73 @@ def test_vit_block_rejects_malformed_masks():
         blk(X, attn_mask=torch.ones(2, 5, 5))
     with pytest.raises(ValueError, match=r"attn_mask of shape \(2, 1, 4, 5\) does not broadcast"):
         blk(X, attn_mask=torch.ones(2, 4, 5, dtype=torch.bool))
+
+
+# Interpolating the position table -----------------------------------------------------------
+
+
+def test_interpolate_position_embedding_shape_and_class_row():
+    torch.manual_seed(0)
+    table = torch.randn(1, 1 + 4 * 4, 8)  # <cls>, then a 4x4 grid of patches
+    for mode in ("bicubic", "bilinear"):
+        resized = interpolate_position_embedding(table, 4, 6, mode=mode)
+        assert resized.shape == (1, 1 + 6 * 6, 8)
+        assert torch.equal(resized[:, 0], table[:, 0])  # the class token's row, untouched
+    rectangular = interpolate_position_embedding(table, (4, 4), (2, 8))
+    assert rectangular.shape == (1, 1 + 2 * 8, 8)
+    no_prefix = interpolate_position_embedding(table[:, 1:], 4, 2, num_prefix_tokens=0)
+    assert no_prefix.shape == (1, 4, 8)
+    two_prefix = interpolate_position_embedding(torch.randn(1, 2 + 9, 8), 3, 5, num_prefix_tokens=2)
+    assert two_prefix.shape == (1, 2 + 25, 8)
+
+
+def test_interpolate_position_embedding_is_the_identity_on_the_same_grid():
+    torch.manual_seed(0)
+    table = torch.randn(1, 1 + 3 * 5, 6, dtype=torch.float64)
+    for mode in ("bicubic", "bilinear"):
+        assert torch.equal(interpolate_position_embedding(table, (3, 5), (3, 5), mode=mode), table)
+
+
+def test_interpolate_position_embedding_follows_the_grid_in_row_major_order():
+    # Each patch's row says its row on the grid: 0 for the first 4 patches, 1 for the next 4...
+    rows = torch.arange(4.0).repeat_interleave(4)  # (16,), row-major: constant along a row
+    table = torch.cat([torch.tensor([-5.0]), rows]).reshape(1, 17, 1)  # <cls> = -5
+    resized = interpolate_position_embedding(table, 4, 8, mode="bilinear")[0, 1:, 0]
+    grid = resized.reshape(8, 8)  # (new rows, new cols)
+    assert torch.all(grid == grid[:, :1])  # still constant along every row
+    assert torch.all(grid[1:, 0] >= grid[:-1, 0]) and grid[-1, 0] > grid[0, 0]  # rising down
+    assert grid.min() >= 0 and grid.max() <= 3  # interpolated, not extrapolated
+    constant = interpolate_position_embedding(torch.full((1, 17, 3), 0.25), 4, 7)
+    torch.testing.assert_close(constant, torch.full((1, 50, 3), 0.25))
+
+
+def test_interpolated_table_lets_a_vit_read_larger_images():
+    torch.manual_seed(0)
+    small, large = tiny_vit(img_size=16), tiny_vit(img_size=24)  # 4x4 and 6x6 patches of 4x4
+    state = small.state_dict()
+    state["pos_embedding.P"] = interpolate_position_embedding(state["pos_embedding.P"], 4, 6)
+    large.load_state_dict(state)
+    assert large(torch.randn(2, 3, 24, 24)).shape == (2, 10)
+
+
+def test_interpolate_position_embedding_rejects_bad_input():
+    table = torch.zeros(1, 17, 8)
+    with pytest.raises(ValueError, match=r"\(1, 1 \+ 4 \* 4, num_hiddens\).*got \(1, 16, 8\)"):
+        interpolate_position_embedding(torch.zeros(1, 16, 8), 4, 6)  # the class row is missing
+    with pytest.raises(ValueError, match=r"got \(17, 8\)"):
+        interpolate_position_embedding(torch.zeros(17, 8), 4, 6)
+    with pytest.raises(ValueError, match=r"got \(2, 17, 8\)"):
+        interpolate_position_embedding(torch.zeros(2, 17, 8), 4, 6)
+    with pytest.raises(ValueError, match="new_grid must be a positive int"):
+        interpolate_position_embedding(table, 4, 0)
+    with pytest.raises(ValueError, match="old_grid must be a positive int"):
+        interpolate_position_embedding(table, (4, 4, 1), 6)
+    with pytest.raises(ValueError, match="mode must be 'bicubic' or 'bilinear', got 'nearest'"):
+        interpolate_position_embedding(table, 4, 6, mode="nearest")
+    with pytest.raises(ValueError, match="num_prefix_tokens must be an int >= 0, got -1"):
+        interpolate_position_embedding(table, 4, 6, num_prefix_tokens=-1)
+    with pytest.raises(ValueError, match=r"floating point, got torch\.int64"):
+        interpolate_position_embedding(torch.zeros(1, 17, 8, dtype=torch.long), 4, 6)
 
 
 # Mean attention distance -----------------------------------------------------------------
