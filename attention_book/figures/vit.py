@@ -7,7 +7,6 @@ several training-set sizes, the cached result, the attention distances) lives in
 
 from __future__ import annotations
 
-import itertools
 import statistics
 from collections.abc import Sequence
 from functools import cache
@@ -30,12 +29,15 @@ from attention_book.vit import patch_distances
 
 __all__ = [
     "FIGURES",
+    "data_efficiency_readings",
     "vit_attention_distance",
+    "vit_augmentation_facts",
     "vit_augmentation_table",
     "vit_cls_attention",
     "vit_data_efficiency",
     "vit_data_efficiency_table",
     "vit_distance_findings",
+    "vit_distance_table",
     "vit_findings",
     "vit_lr_table",
     "vit_patches",
@@ -192,96 +194,197 @@ def vit_training_curves() -> Figure:
     return fig
 
 
+def data_efficiency_readings(vit: Sequence[float], cnn: Sequence[float]) -> dict[str, list[float]]:
+    """The ViT's shortfall against the CNN at each training size, read two ways.
+
+    As the stronger model nears 100 %, its lead in accuracy points must shrink, whatever the
+    weaker one does; the ratio of the error rates says how many times as many test images
+    the ViT gets wrong.
+
+    Args:
+        vit: The ViT's mean test accuracy at each training size, in percent.
+        cnn: The CNN's, at the same sizes.
+
+    Returns:
+        ``{"points": [...], "error_ratio": [...]}``, one value per size: the CNN's accuracy
+        minus the ViT's, in points, and the ViT's error rate divided by the CNN's.
+
+    Raises:
+        ValueError: If the two lists differ in length or are empty, or an accuracy is not in
+            [0, 100] (the CNN's below 100, so that its error rate can divide).
+    """
+    if len(vit) != len(cnn) or not vit:
+        raise ValueError(
+            f"vit and cnn need one accuracy per training size each, got {len(vit)} and {len(cnn)}"
+        )
+    if not all(0 <= a <= 100 for a in vit) or not all(0 <= a < 100 for a in cnn):
+        raise ValueError(
+            "accuracies must be percentages, in [0, 100] for the ViT and [0, 100) for the CNN, "
+            f"got vit={list(vit)}, cnn={list(cnn)}"
+        )
+    return {
+        "points": [c - v for v, c in zip(vit, cnn, strict=True)],
+        "error_ratio": [(100 - v) / (100 - c) for v, c in zip(vit, cnn, strict=True)],
+    }
+
+
+def _mean_accuracies(model: str) -> list[float]:
+    """Mean test accuracy (in %) over the seeds, at each training size of the main runs."""
+    return [statistics.mean(_accuracies(model, size)) for size in VIT_CONFIG.train_sizes]
+
+
 def vit_data_efficiency() -> Figure:
-    """Test accuracy against the number of training images: mean and range over seeds."""
+    """Test accuracy, and test error on a log scale, against the number of training images."""
     sizes = VIT_CONFIG.train_sizes
-    fig = new_figure((6.0, 3.6))
+    fig = new_figure((8.4, 3.4))
     with plt.rc_context(BOOK_STYLE):
-        ax = fig.add_subplot()
+        accuracy_ax, error_ax = fig.subplots(1, 2)
         for model, name in NAMES.items():
             values = np.array([_accuracies(model, size) for size in sizes])  # (sizes, seeds)
-            mean = values.mean(1)
-            errors = [mean - values.min(1), values.max(1) - mean]
             style, color = STYLES[model]
-            ax.errorbar(sizes, mean, yerr=errors, fmt=style, color=color, capsize=3, label=name)
-        ax.set_xscale("log")
-        ax.set_xticks(sizes, [str(s) for s in sizes])
-        ax.minorticks_off()
-        ax.set_xlabel("training images (log scale)")
-        ax.set_ylabel("test accuracy (%)")
-        ax.legend(loc="lower right")
+            for ax, shown in ((accuracy_ax, values), (error_ax, 100 - values)):
+                mean = shown.mean(1)
+                errors = [mean - shown.min(1), shown.max(1) - mean]
+                ax.errorbar(sizes, mean, yerr=errors, fmt=style, color=color, capsize=3, label=name)
+        error_ax.set_yscale("log")
+        error_ax.set_ylabel("test error (%, log scale)")
+        accuracy_ax.set_ylabel("test accuracy (%)")
+        for ax in (accuracy_ax, error_ax):
+            ax.set_xscale("log")
+            ax.set_xticks(sizes, [str(s) for s in sizes])
+            ax.minorticks_off()
+            ax.set_xlabel("training images (log scale)")
+        error_ax.set_yticks([1, 2, 5, 10, 20, 50], ["1", "2", "5", "10", "20", "50"])
+        accuracy_ax.legend(loc="lower right")
+        error_ax.legend(loc="upper right")
         fig.tight_layout()
     return fig
 
 
 def vit_data_efficiency_table() -> str:
-    """A Markdown table: test accuracy of both models at each training size."""
+    """A Markdown table: test accuracy of both models at each training size, and the gap.
+
+    The gap is given in accuracy points and as the ratio of the error rates
+    (`data_efficiency_readings`).
+    """
+    readings = data_efficiency_readings(_mean_accuracies("vit"), _mean_accuracies("cnn"))
     rows = []
-    for size in VIT_CONFIG.train_sizes:
+    for i, size in enumerate(VIT_CONFIG.train_sizes):
         vit, cnn = _accuracies("vit", size), _accuracies("cnn", size)
-        gap = statistics.mean(cnn) - statistics.mean(vit)
-        rows.append([f"{size:,}", f"{_mean_std(vit)} %", f"{_mean_std(cnn)} %", f"{gap:+.1f}"])
-    header = ["training images", "ViT", "CNN", "CNN − ViT (points)"]
+        rows.append(
+            [
+                f"{size:,}",
+                f"{_mean_std(vit)} %",
+                f"{_mean_std(cnn)} %",
+                f"{readings['points'][i]:+.1f}",
+                f"{readings['error_ratio'][i]:.1f}",
+            ]
+        )
+    header = [
+        "training images",
+        "ViT",
+        "CNN",
+        "CNN − ViT (points)",
+        "ViT error ÷ CNN error",
+    ]
     return markdown_table(header, rows)
 
 
-def vit_findings() -> str:
-    """Sentences that state what the data-efficiency runs show, from the cached numbers."""
+def vit_findings() -> dict[str, str]:
+    """The numbers the chapter's reading of the data-efficiency runs cites.
+
+    Returns:
+        The training sizes at the two ends ("small", "full"), the number of seeds, and at
+        each end the gap in points ("gap_small", "gap_full", CNN minus ViT), both models'
+        error rates in % ("vit_error_small", "cnn_error_small", ...), their ratio
+        ("ratio_small", "ratio_full") and the share of its full-data accuracy each model
+        keeps with the smallest set ("kept_vit", "kept_cnn", in %).
+    """
     sizes = VIT_CONFIG.train_sizes
-    gaps = [
-        statistics.mean(_accuracies("cnn", s)) - statistics.mean(_accuracies("vit", s))
-        for s in sizes
-    ]
-    seeds = len(VIT_CONFIG.seeds)
-    if all(g > 0 for g in gaps):
-        winner = f"The CNN is ahead at every training size, averaged over {seeds} seeds"
-    elif all(g < 0 for g in gaps):
-        winner = f"The ViT is ahead at every training size, averaged over {seeds} seeds"
-    else:
-        winner = f"Neither model is ahead at every size (averages over {seeds} seeds)"
-    trend = "shrinks" if abs(gaps[-1]) < abs(gaps[0]) else "does not shrink"
-    ratio = (
-        100
-        * statistics.mean(_accuracies("vit", sizes[0]))
-        / statistics.mean(_accuracies("vit", sizes[-1]))
-    )
-    cnn_ratio = (
-        100
-        * statistics.mean(_accuracies("cnn", sizes[0]))
-        / statistics.mean(_accuracies("cnn", sizes[-1]))
-    )
-    return (
-        f"{winner}. The gap {trend} as the training set grows: {gaps[0]:+.1f} points "
-        f"(CNN minus ViT) with {sizes[0]:,} images, {gaps[-1]:+.1f} points with all "
-        f"{sizes[-1]:,}. With {sizes[0]:,} images the ViT keeps {ratio:.0f} % of its "
-        f"full-data accuracy, the CNN {cnn_ratio:.0f} %.\n"
-    )
+    vit, cnn = _mean_accuracies("vit"), _mean_accuracies("cnn")
+    readings = data_efficiency_readings(vit, cnn)
+    values = {
+        "seeds": str(len(VIT_CONFIG.seeds)),
+        "small": f"{sizes[0]:,}",
+        "full": f"{sizes[-1]:,}",
+        "kept_vit": f"{100 * vit[0] / vit[-1]:.0f}",
+        "kept_cnn": f"{100 * cnn[0] / cnn[-1]:.0f}",
+    }
+    for end, i in (("small", 0), ("full", -1)):
+        values[f"gap_{end}"] = f"{readings['points'][i]:+.1f}"
+        values[f"ratio_{end}"] = f"{readings['error_ratio'][i]:.1f}"
+        values[f"vit_error_{end}"] = f"{100 - vit[i]:.1f}"
+        values[f"cnn_error_{end}"] = f"{100 - cnn[i]:.1f}"
+    return values
+
+
+def _final_losses(model: str, shift: int) -> list[float]:
+    """The last epoch's training loss of each full-data run, the augmented runs' seeds only."""
+    full, seeds = VIT_CONFIG.train_sizes[-1], VIT_CONFIG.augmented_seeds
+    return [r["train_loss"][-1] for r in _runs(model, full, shift=shift) if r["seed"] in seeds]
+
+
+def _span(values: Sequence[float]) -> str:
+    """The lowest and the highest value, "0.05–0.09", or one value where they print alike."""
+    low, high = f"{min(values):.2f}", f"{max(values):.2f}"
+    return low if low == high else f"{low}–{high}"
 
 
 def vit_augmentation_table() -> str:
-    """A Markdown table and a sentence: full-data accuracy without and with random shifts."""
+    """A Markdown table: full-data accuracy and final training loss, without and with shifts."""
     full, shift = VIT_CONFIG.train_sizes[-1], VIT_CONFIG.augmented_shift
-    rows, changes = [], {}
+    seeds = VIT_CONFIG.augmented_seeds  # the same seeds in both columns
+    rows = []
     for model, name in NAMES.items():
-        seeds = VIT_CONFIG.augmented_seeds  # the same seeds in both columns
         plain = [100 * r["accuracy"] for r in _runs(model, full) if r["seed"] in seeds]
         shifted = _accuracies(model, full, shift=shift)
-        changes[model] = statistics.mean(shifted) - statistics.mean(plain)
+        change = statistics.mean(shifted) - statistics.mean(plain)
         rows.append(
-            [name, f"{_mean_std(plain)} %", f"{_mean_std(shifted)} %", f"{changes[model]:+.1f}"]
+            [
+                name,
+                f"{_mean_std(plain)} %",
+                f"{_mean_std(shifted)} %",
+                f"{change:+.1f}",
+                _span(_final_losses(model, VIT_CONFIG.max_shift)),
+                _span(_final_losses(model, shift)),
+            ]
         )
-    header = ["model", "no augmentation", f"random shifts of up to {shift} pixel", "change"]
+    header = [
+        "model",
+        "test accuracy, no augmentation",
+        f"test accuracy, shifts of up to {shift} pixel",
+        "change (points)",
+        "final training loss, no augmentation",
+        "final training loss, with shifts",
+    ]
+    return markdown_table(header, rows)
 
-    def effect(model: str) -> str:
+
+def vit_augmentation_facts() -> dict[str, str]:
+    """The numbers the chapter's reading of the augmentation runs cites.
+
+    Returns:
+        "shift" (pixels), "seeds" (how many runs per setting), for each model "<model>_effect"
+        (a phrase: the change of the mean test accuracy, or that it lies within the spread of
+        the seeds), and the lowest and highest final training loss of its runs without and
+        with shifts ("<model>_loss_plain", "<model>_loss_shifted").
+    """
+    full, shift = VIT_CONFIG.train_sizes[-1], VIT_CONFIG.augmented_shift
+    seeds = VIT_CONFIG.augmented_seeds
+    values = {"shift": str(shift), "seeds": str(len(seeds))}
+    for model in NAMES:
         plain = [100 * r["accuracy"] for r in _runs(model, full) if r["seed"] in seeds]
-        spread = statistics.stdev(plain) + statistics.stdev(_accuracies(model, full, shift=shift))
-        size = abs(changes[model])
-        if size <= spread:
-            return f"changes by {changes[model]:+.1f} points, within the spread of the seeds"
-        return f"{'gains' if changes[model] > 0 else 'loses'} {size:.1f} points"
-
-    sentence = f"With the same number of steps, the ViT {effect('vit')}; the CNN {effect('cnn')}."
-    return markdown_table(header, rows) + "\n" + sentence + "\n"
+        shifted = _accuracies(model, full, shift=shift)
+        change = statistics.mean(shifted) - statistics.mean(plain)
+        spread = statistics.stdev(plain) + statistics.stdev(shifted)
+        if abs(change) <= spread:
+            effect = f"changes by {change:+.1f} points, within the spread of the seeds"
+        else:
+            effect = f"{'gains' if change > 0 else 'loses'} {abs(change):.1f} points"
+        values[f"{model}_effect"] = effect
+        values[f"{model}_loss_plain"] = _span(_final_losses(model, VIT_CONFIG.max_shift))
+        values[f"{model}_loss_shifted"] = _span(_final_losses(model, shift))
+    return values
 
 
 # ---------------------------------------------------------------------------------------------
@@ -378,9 +481,9 @@ def vit_attention_distance() -> Figure:
     return fig
 
 
-def vit_distance_findings() -> str:
-    """A Markdown table and a sentence: the heads' mean attention distances per block."""
-    table, uniform = _distances()
+def vit_distance_table() -> str:
+    """A Markdown table: the heads' mean attention distances per block, in pixels."""
+    table, _ = _distances()
     rows = []
     for blk in range(table.shape[1]):
         values = table[:, blk].flatten()  # every head of every seed
@@ -393,21 +496,40 @@ def vit_distance_findings() -> str:
             ]
         )
     header = ["block", "smallest head", "mean of the heads", "largest head"]
-    means = table.mean(dim=(0, 2))
-    rising = all(b >= a for a, b in itertools.pairwise(means.tolist()))
-    trend = "grows with every block" if rising else "does not grow steadily with depth"
-    first, last = table[:, 0].flatten(), table[:, -1].flatten()
-    closest = float(table.min())
-    return (
-        markdown_table(header, rows)
-        + f"\nDistances in pixels, over the {len(_test_images()[1])} test images and the heads of "
-        f"the {table.shape[0]} full-data ViTs; uniform attention over the patches would give "
-        f"{uniform:.2f}. The mean over the heads {trend}, from {means[0]:.2f} in block 1 to "
-        f"{means[-1]:.2f} in block {table.shape[1]}; the heads of block 1 spread from "
-        f"{first.min():.2f} to {first.max():.2f}, those of block {table.shape[1]} from "
-        f"{last.min():.2f} to {last.max():.2f}. The most local head of all still looks "
-        f"{100 * closest / uniform:.0f} % as far as uniform attention would.\n"
-    )
+    return markdown_table(header, rows)
+
+
+def vit_distance_findings() -> dict[str, str]:
+    """The numbers the chapter's reading of the attention distances cites.
+
+    Returns:
+        "images" and "models" (what the distances are averaged over), "blocks", "uniform"
+        (the distance of uniform attention over the patches), "first_mean" and "last_mean"
+        (the mean over the heads in the first and the last block), "mean_low" and
+        "mean_high" (the lowest and highest of those per-block means), "band_percent" (the
+        width of that band as a percentage of "uniform"), "head_low" and
+        "head_high" (the most local and the farthest-looking head of all),
+        "within_block" (the widest spread of the heads inside one block), and
+        "closest_percent" ("head_low" as a percentage of "uniform"); distances in pixels.
+    """
+    table, uniform = _distances()
+    means = table.mean(dim=(0, 2))  # (num_blks,): the mean over the seeds and heads
+    within = (table.amax(dim=(0, 2)) - table.amin(dim=(0, 2))).max()
+    return {
+        "images": str(len(_test_images()[1])),
+        "models": str(table.shape[0]),
+        "blocks": str(table.shape[1]),
+        "uniform": f"{uniform:.2f}",
+        "first_mean": f"{means[0]:.2f}",
+        "last_mean": f"{means[-1]:.2f}",
+        "mean_low": f"{means.min():.2f}",
+        "mean_high": f"{means.max():.2f}",
+        "band_percent": f"{100 * float(means.max() - means.min()) / uniform:.0f}",
+        "head_low": f"{table.min():.2f}",
+        "head_high": f"{table.max():.2f}",
+        "within_block": f"{within:.2f}",
+        "closest_percent": f"{100 * float(table.min()) / uniform:.0f}",
+    }
 
 
 # ---------------------------------------------------------------------------------------------
@@ -452,8 +574,10 @@ FIGURES = (
     vit_data_efficiency_table,
     vit_findings,
     vit_augmentation_table,
+    vit_augmentation_facts,
     vit_cls_attention,
     vit_attention_distance,
+    vit_distance_table,
     vit_distance_findings,
     vit_window_cost,
 )

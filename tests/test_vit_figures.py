@@ -1,0 +1,149 @@
+"""The ViT chapter's reading of its experiment stays true to the numbers it reads.
+
+The chapter words its conclusions itself and takes the numbers from the build
+(``{{ build:vit_findings.KEY }}`` and its siblings in `attention_book.figures.vit`). Each verdict
+the prose states is asserted here, next to the numbers:
+
+- data efficiency: the CNN is ahead at every training size; from the smallest training set to
+  the full one, the gap in accuracy points shrinks while the ratio of the error rates grows
+  (checked on the committed headline numbers, ``tests/recorded/headlines.json``, that the
+  build's referee compares every fresh result with, and on the stored result when there is
+  one);
+- augmentation at a fixed short budget: the shifted ViT runs end far from fitting their
+  training images (every shifted ViT run ends at a higher training loss than every run without
+  shifts), and the ViT loses accuracy with shifts;
+- mean attention distance: essentially flat with depth and near uniform.
+
+The last two need the trained models, so they read the stored result and are skipped, saying
+why, where the store does not hold it yet (``make site`` trains it).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from attention_book.experiments.vit import VIT_CONFIG, vit_cache_key
+from attention_book.figures.vit import data_efficiency_readings
+from attention_book.store import is_cached
+
+ROOT = Path(__file__).resolve().parents[1]
+CHAPTER = ROOT / "docs" / "chapters" / "vit.md"
+
+#: "Essentially flat": no block's mean distance over the heads differs from another's by more
+#: than this share of the uniform-attention distance.
+FLAT = 0.05
+#: "Near uniform": every head's distance within this share of the uniform-attention distance.
+NEAR_UNIFORM = 0.15
+
+needs_stored_result = pytest.mark.skipif(
+    not is_cached("vit", vit_cache_key()),
+    reason="the ViT experiment is not in the result store yet (make site trains it)",
+)
+
+
+def chapter_text() -> str:
+    return " ".join(CHAPTER.read_text(encoding="utf-8").split())
+
+
+def recorded_means() -> tuple[list[float], list[float]]:
+    """Mean test accuracy (in %) of each model at each training size, as recorded."""
+    numbers = json.loads((ROOT / "tests" / "recorded" / "headlines.json").read_text())["vit"]
+    numbers = numbers["numbers"]
+    sizes = VIT_CONFIG.train_sizes
+    return tuple(  # type: ignore[return-value]
+        [numbers[f"accuracy %, {model}, {size} images"] for size in sizes]
+        for model in ("vit", "cnn")
+    )
+
+
+def assert_data_efficiency_verdict(vit: list[float], cnn: list[float]) -> None:
+    readings = data_efficiency_readings(vit, cnn)
+    points, ratio = readings["points"], readings["error_ratio"]
+    assert all(p > 0 for p in points), f"the CNN is ahead at every size: {points}"
+    assert points[-1] < points[0], f"in accuracy points the gap shrinks: {points}"
+    assert ratio[-1] > ratio[0], f"in error rates the ViT falls further behind: {ratio}"
+    # "The ViT does gain more points from more data": it keeps less of its full-data accuracy.
+    assert vit[0] / vit[-1] < cnn[0] / cnn[-1]
+
+
+def test_data_efficiency_readings_of_made_up_numbers():
+    readings = data_efficiency_readings([80.0, 95.0], [90.0, 99.0])
+    assert readings["points"] == pytest.approx([10.0, 4.0])
+    assert readings["error_ratio"] == pytest.approx([2.0, 5.0])
+    # A ViT that closes in for real: the gap shrinks in points and in error ratio alike.
+    closing = data_efficiency_readings([60.0, 98.0], [80.0, 99.0])
+    assert closing["error_ratio"] == pytest.approx([2.0, 2.0])
+    with pytest.raises(AssertionError, match="falls further behind"):
+        assert_data_efficiency_verdict([60.0, 98.5], [80.0, 99.0])
+
+
+def test_data_efficiency_readings_reject_bad_input():
+    with pytest.raises(ValueError, match="one accuracy per training size each, got 2 and 1"):
+        data_efficiency_readings([80.0, 90.0], [95.0])
+    with pytest.raises(ValueError, match=r"\[0, 100\) for the CNN"):
+        data_efficiency_readings([80.0], [100.0])  # the CNN's error rate would divide by zero
+    with pytest.raises(ValueError, match=r"percentages.*got vit=\[120.0\]"):
+        data_efficiency_readings([120.0], [90.0])
+    with pytest.raises(ValueError, match="got 0 and 0"):
+        data_efficiency_readings([], [])
+
+
+def test_recorded_runs_read_as_the_chapter_says():
+    assert_data_efficiency_verdict(*recorded_means())
+    text = chapter_text()
+    assert "The CNN is ahead at every training size" in text
+    assert "In accuracy points, the gap shrinks" in text
+    assert "In error rates, the ViT falls further behind" in text
+
+
+@needs_stored_result
+def test_stored_runs_read_as_the_chapter_says():
+    from attention_book.figures.vit import vit_findings
+
+    findings = vit_findings()
+    assert float(findings["gap_full"]) < float(findings["gap_small"])
+    assert float(findings["ratio_full"]) > float(findings["ratio_small"])
+    assert int(findings["kept_vit"]) < int(findings["kept_cnn"])
+
+
+def span(text: str) -> tuple[float, float]:
+    """The lowest and highest of "0.05–0.09", or of a single "0.02"."""
+    low, _, high = text.partition("–")
+    return float(low), float(high or low)
+
+
+@needs_stored_result
+def test_augmentation_runs_read_as_the_chapter_says():
+    from attention_book.figures.vit import vit_augmentation_facts
+
+    facts = vit_augmentation_facts()
+    vit_plain, vit_shifted = span(facts["vit_loss_plain"]), span(facts["vit_loss_shifted"])
+    cnn_plain, cnn_shifted = span(facts["cnn_loss_plain"]), span(facts["cnn_loss_shifted"])
+    # "Within the budget, the ViT has not even fitted its shifted training images."
+    assert vit_shifted[0] > max(vit_plain[1], cnn_plain[1], cnn_shifted[1])
+    assert vit_shifted[0] > 10 * vit_plain[1]
+    assert facts["vit_effect"].startswith("loses ")
+    text = chapter_text()
+    assert "Does augmentation help the ViT, at a fixed short budget?" in text
+    assert "the ViT has not even fitted its shifted training images" in text
+
+
+@needs_stored_result
+def test_attention_distances_read_as_the_chapter_says():
+    from attention_book.figures.vit import vit_distance_findings
+
+    found = {k: float(v) for k, v in vit_distance_findings().items()}
+    uniform = found["uniform"]
+    # "Essentially flat with depth": the per-block means stay within a narrow band ("depth
+    # moves the distance by a few percent of the uniform distance").
+    assert found["mean_high"] - found["mean_low"] <= FLAT * uniform, found
+    assert found["band_percent"] <= 100 * FLAT
+    # "Near uniform" and "block 1 holds no local heads": every head close to the dashed line.
+    assert found["head_low"] >= (1 - NEAR_UNIFORM) * uniform, found
+    assert found["head_high"] <= (1 + NEAR_UNIFORM) * uniform, found
+    text = chapter_text()
+    assert "essentially flat with depth, and near uniform" in text
+    assert "grows with every block" not in text
