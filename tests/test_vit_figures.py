@@ -65,6 +65,7 @@ def assert_data_efficiency_verdict(vit: list[float], cnn: list[float]) -> None:
     assert all(p > 0 for p in points), f"the CNN is ahead at every size: {points}"
     assert points[-1] < points[0], f"in accuracy points the gap shrinks: {points}"
     assert ratio[-1] > ratio[0], f"in error rates the ViT falls further behind: {ratio}"
+    assert vit[-1] > vit[0], "the ViT's error falls as the data grows"
     # "The ViT does gain more points from more data": it keeps less of its full-data accuracy.
     assert vit[0] / vit[-1] < cnn[0] / cnn[-1]
 
