@@ -228,9 +228,9 @@ def test_vit_rejects_indivisible_image_size():
         tiny_vit(img_size=18)
 
 
-def test_seed_positional_signature_including_lr():
+def test_d2l_positional_signature_including_lr():
     # ViT(img_size, patch_size, num_hiddens, mlp_num_hiddens, num_heads, num_blks,
-    #     emb_dropout, blk_dropout, lr, use_bias, num_classes), as the seed calls it.
+    #     emb_dropout, blk_dropout, lr, use_bias, num_classes), as d2l calls it.
     model = ViT(16, 4, 32, 64, 4, 2, 0.1, 0.1, 0.05, True, 7)
     assert model.lr == 0.05
     assert model.blks[0].self_attention.W_q.bias is not None
@@ -306,11 +306,12 @@ def test_vit_block_key_mask_equals_valid_lens():
     torch.testing.assert_close(by_mask, blk(X, valid_lens), **TOL)
 
 
-def test_seed_vit_block_mask_fails_with_several_heads():
-    # The seed passes a (batch, n, n) mask to nn.MultiheadAttention, which needs
-    # (batch * num_heads, n, n) as soon as there is more than one head.
+def test_d2l_style_vit_block_mask_fails_with_several_heads():
+    # The d2l-style code the chapter started from passes a (batch, n, n) mask to
+    # nn.MultiheadAttention, which needs (batch * num_heads, n, n) as soon as there is more
+    # than one head.
     attention = nn.MultiheadAttention(embed_dim=8, num_heads=4, bias=False)
-    X = torch.randn(5, 2, 8)  # (n, batch, embed_dim): the seed transposes to this layout
+    X = torch.randn(5, 2, 8)  # (n, batch, embed_dim): that code transposes to this layout
     mask = torch.zeros(2, 5, 5, dtype=torch.bool)
     with pytest.raises(RuntimeError, match=r"should be \(8, 5, 5\)"):
         attention(X, X, X, attn_mask=mask)
