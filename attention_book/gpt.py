@@ -12,15 +12,17 @@ attention needs no keys at all: its cache, `LinearAttentionCache`, holds the run
 the recurrent form, whose size does not grow with the sequence. Both caches are in
 `attention_book.kv_cache`. The options of the chapter on
 optimizations are keyword arguments: grouped-query attention (``num_kv_heads``), rotary,
-sinusoidal or learned positions (``positional``), a causal sliding window (``window``) and
-linear attention (``attention="linear"``).
+sinusoidal, learned or ALiBi positions (``positional``), a causal sliding window (``window``)
+and linear attention (``attention="linear"``).
 """
 
 from __future__ import annotations
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor, nn
 
+from attention_book.alibi import alibi_bias, alibi_slopes
 from attention_book.kv_cache import KVCache, LinearAttentionCache
 from attention_book.linear_attention import causal_linear_attention_step, linear_attention
 from attention_book.masking import causal_mask, sliding_window_mask
@@ -31,13 +33,13 @@ from attention_book.validation import check_tokens
 
 __all__ = ["GPT", "CausalSelfAttention", "GPTBlock"]
 
-POSITIONALS = ("rope", "sinusoidal", "learned", "none")
+POSITIONALS = ("rope", "sinusoidal", "learned", "alibi", "none")
 ATTENTIONS = ("softmax", "linear")
 
 
 # --8<-- [start:CausalSelfAttention]
 class CausalSelfAttention(nn.Module):
-    """Causal self-attention with grouped-query heads, rotary positions and a key/value cache.
+    """Causal self-attention with grouped-query heads, rotary or ALiBi positions and a cache.
 
     Args:
         num_hiddens: Width of the token representations.
@@ -45,12 +47,17 @@ class CausalSelfAttention(nn.Module):
         num_kv_heads: Number of key/value heads (``num_heads``: multi-head attention).
         dropout: Dropout on the attention weights.
         rotary: Whether to rotate queries and keys by their positions (RoPE).
+        alibi: Whether to add ALiBi's linear distance bias to the scores (`alibi_bias`).
         window: If given, each position sees only itself and the ``window - 1`` before it.
         attention: ``"softmax"``, or ``"linear"`` for causal linear attention (elu + 1).
 
     Shapes:
         - X: ``(batch, n, num_hiddens)``
         - output: ``(batch, n, num_hiddens)``
+
+    Raises:
+        ValueError: If ``alibi`` is asked for with linear attention, or ``num_heads`` is not
+            a power of two with ``alibi`` (see `alibi_slopes`).
     """
 
     def __init__(
@@ -61,14 +68,19 @@ class CausalSelfAttention(nn.Module):
         dropout: float = 0.0,
         *,
         rotary: bool = True,
+        alibi: bool = False,
         window: int | None = None,
         attention: str = "softmax",
     ):
         super().__init__()
+        if alibi:
+            if attention != "softmax":
+                raise ValueError(f"alibi needs softmax attention, got attention={attention!r}")
+            alibi_slopes(num_heads)  # a power of two, or a ValueError now rather than later
         self.heads = GroupedQueryAttention(
             num_hiddens, num_heads, num_kv_heads, dropout, need_weights=False
         )
-        self.rotary, self.window, self.kind = rotary, window, attention
+        self.rotary, self.alibi, self.window, self.kind = rotary, alibi, window, attention
 
     def forward(
         self, X: Tensor, cache: KVCache | LinearAttentionCache | None = None, layer: int = 0
@@ -100,11 +112,49 @@ class CausalSelfAttention(nn.Module):
             visible = min(num_keys, self.window + num_queries - 1)
             keys, values = keys[:, :, -visible:], values[:, :, -visible:]
             mask = sliding_window_mask(num_queries, visible, self.window, X.device)
+        elif self.alibi:
+            mask = None  # ALiBi's bias holds the causal mask
         elif num_queries == num_keys:  # square: let the fused kernel apply its causal mask
             return self.heads.attend(queries, keys, values, is_causal=True)
         else:  # the queries are the last positions: bottom-right alignment
             mask = causal_mask(num_queries, num_keys, X.device, alignment="bottom-right")
+        if self.alibi:
+            return self.with_alibi(queries, keys, values, mask)
         return self.heads.attend(queries, keys, values, attn_mask=mask)
+
+    def with_alibi(
+        self, queries: Tensor, keys: Tensor, values: Tensor, mask: Tensor | None
+    ) -> Tensor:
+        """Softmax attention with ALiBi's bias added to the scaled scores.
+
+        Args:
+            queries: Projected queries of the new positions (the last positions of the keys).
+            keys: Projected keys of every visible position.
+            values: Their values.
+            mask: An optional boolean mask (the sliding window), ``True`` = may attend.
+
+        Returns:
+            The attention output, merged and projected.
+
+        Shapes:
+            - queries: ``(batch, num_heads, num_queries, head_dim)``
+            - keys, values: ``(batch, num_kv_heads, num_keys, head_dim)``
+            - mask: ``(num_queries, num_keys)``
+            - returns: ``(batch, num_queries, num_hiddens)``
+        """
+        heads = self.heads
+        group = heads.num_heads // heads.num_kv_heads
+        keys = keys.repeat_interleave(group, dim=1)  # (batch, num_heads, num_keys, head_dim)
+        values = values.repeat_interleave(group, dim=1)
+        num_queries, num_keys = queries.shape[2], keys.shape[2]
+        bias = alibi_bias(num_queries, num_keys, heads.num_heads, queries.device, queries.dtype)
+        if mask is not None:
+            bias = bias.masked_fill(~mask, float("-inf"))  # (num_heads, num_queries, num_keys)
+        dropout = heads.attention.dropout.p if self.training else 0.0
+        output = F.scaled_dot_product_attention(
+            queries, keys, values, attn_mask=bias, dropout_p=dropout
+        )  # (batch, num_heads, num_queries, head_dim)
+        return heads.W_o(merge_heads(output))  # (batch, num_queries, num_hiddens)
 
     def linear(
         self,
@@ -160,6 +210,7 @@ class GPTBlock(nn.Module):
         ffn_num_hiddens: Hidden size of the feed-forward network.
         dropout: Dropout on the attention weights and on each sublayer's output.
         rotary: Whether attention uses rotary positions.
+        alibi: Whether attention adds ALiBi's distance bias.
         window: Optional sliding window of the attention.
         attention: ``"softmax"`` or ``"linear"``.
 
@@ -177,6 +228,7 @@ class GPTBlock(nn.Module):
         dropout: float = 0.0,
         *,
         rotary: bool = True,
+        alibi: bool = False,
         window: int | None = None,
         attention: str = "softmax",
     ):
@@ -184,7 +236,7 @@ class GPTBlock(nn.Module):
         self.ln1 = nn.LayerNorm(num_hiddens)
         self.attention = CausalSelfAttention(
             num_hiddens, num_heads, num_kv_heads, dropout,
-            rotary=rotary, window=window, attention=attention,
+            rotary=rotary, alibi=alibi, window=window, attention=attention,
         )  # fmt: skip
         self.ln2 = nn.LayerNorm(num_hiddens)
         self.ffn = nn.Sequential(
@@ -227,8 +279,8 @@ class GPT(nn.Module):
         num_kv_heads: Key/value heads per layer (default ``num_heads``; 1: multi-query).
         dropout: Dropout probability.
         max_len: Most positions of learned and sinusoidal positions, and of a default cache.
-        positional: ``"rope"`` (rotary, the default), ``"sinusoidal"``, ``"learned"`` or
-            ``"none"``.
+        positional: ``"rope"`` (rotary, the default), ``"sinusoidal"``, ``"learned"``,
+            ``"alibi"`` (a distance bias on the scores, no position vectors) or ``"none"``.
         window: If given, every layer attends within a causal sliding window of this size.
         attention: ``"softmax"`` (the default) or ``"linear"`` (causal linear attention).
 
@@ -238,8 +290,8 @@ class GPT(nn.Module):
 
     Raises:
         ValueError: For an unknown ``positional`` or ``attention``, a ``window`` below 1, a
-            ``window`` with linear attention, or head counts that do not divide (see
-            `GroupedQueryAttention`).
+            ``window`` or ALiBi with linear attention, ALiBi with a number of heads that is not
+            a power of two, or head counts that do not divide (see `GroupedQueryAttention`).
     """
 
     def __init__(
@@ -267,6 +319,8 @@ class GPT(nn.Module):
                 f"window must be at least 1, and only with softmax attention, got window={window} "
                 f"and attention={attention!r}"
             )
+        if positional == "alibi" and attention == "linear":
+            raise ValueError("positional='alibi' needs softmax attention, got attention='linear'")
         self.num_kv_heads = num_kv_heads or num_heads
         self.max_len, self.positional, self.kind = max_len, positional, attention
         self.embedding = nn.Embedding(vocab_size, num_hiddens)
@@ -284,6 +338,7 @@ class GPT(nn.Module):
                 ffn_num_hiddens or 4 * num_hiddens,
                 dropout,
                 rotary=positional == "rope",
+                alibi=positional == "alibi",
                 window=window,
                 attention=attention,
             )

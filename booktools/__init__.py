@@ -15,6 +15,7 @@ the ``attention_book`` wheel. One concept per module:
 - `booktools.browser_check`: the site checked in headless Chromium
   (``python -m booktools.browser_check site``), with `booktools.browser_scripts` (what it runs
   in the page) and `booktools.browsing` (the local server and Chromium);
+- `booktools.attr_lists`: the built pages checked for attribute lists left as text;
 - `booktools.referee`: the trained results' headline numbers against the recorded ones;
 - `booktools.run_notebooks`: every chapter's notebook run from top to bottom
   (``python -m booktools.run_notebooks``).

@@ -9,8 +9,9 @@
 3. ``on_page_markdown``: expands the listings of package source (`booktools.listings`), puts a
    note of what it trains before each block that may train (`booktools.notes`), inserts the
    build fragments, shows each figure in light and dark, and links each chapter's notebook.
-4. ``on_post_page``: strips the CDN script tags that nbconvert adds to notebook pages; the
-   site's own MathJax renders their math.
+4. ``on_post_page``: fails the build on an attribute list left as text in a page
+   (`booktools.attr_lists`), and strips the CDN script tags that nbconvert adds to notebook
+   pages; the site's own MathJax renders their math.
 5. ``on_post_build``: the referee (`booktools.referee`): the headline numbers of every trained
    result in the store against those recorded for it.
 """
@@ -23,6 +24,7 @@ from pathlib import Path
 from mkdocs.exceptions import PluginError
 from mkdocs.structure.files import Files
 
+from booktools.attr_lists import check_attribute_lists
 from booktools.figures import add_figures, insert_fragments, light_and_dark_figures
 from booktools.listings import expand_listings
 from booktools.mathjax import add_mathjax
@@ -120,7 +122,10 @@ def on_page_markdown(markdown: str, page, config, files: Files) -> str:
 
 
 def on_post_page(output: str, page, config) -> str:
-    """Remove scripts that nbconvert loads from CDNs: the site must load nothing from outside.
+    """Check a built page, and remove scripts that nbconvert loads from CDNs.
+
+    The site must load nothing from outside; and no ``{: ... }`` attribute list may be left as
+    text (`check_attribute_lists`).
 
     Args:
         output: The page's HTML.
@@ -129,7 +134,11 @@ def on_post_page(output: str, page, config) -> str:
 
     Returns:
         The HTML, without those scripts on notebook pages.
+
+    Raises:
+        PluginError: If the page shows an attribute-list marker as text, naming the page.
     """
+    check_attribute_lists(output, page.file.src_uri)
     if page.file.src_uri.endswith((".py", ".ipynb")):
         output = CDN_SCRIPT.sub("", output)
         output = MODULE_IMPORT.sub("", output)

@@ -184,7 +184,8 @@ def expand_listings(markdown: str, page: str) -> str:
         page: The page's path, named in errors (``docs/chapters/x.md``).
 
     Returns:
-        The Markdown with listings expanded and an API line under each listing.
+        The Markdown with listings expanded and an API line under each listing, followed by a
+        blank line.
     """
 
     def expand(fence: Fence, lines: list[str]) -> list[str] | None:
@@ -196,7 +197,9 @@ def expand_listings(markdown: str, page: str) -> str:
         out.append(lines[-1] if fence.closed else f"{indent}{fence.ticks}")
         if identifiers:
             links = " · ".join(f"[`{name.rsplit('.', 1)[1]}`][{name}]" for name in identifiers)
-            out += ["", f"{indent}API reference: {links}", f"{indent}{{: .listing-api }}"]
+            # The blank line after the marker ends its paragraph even when the page's prose
+            # follows the closing fence at once; without it, attr_list leaves the marker as text.
+            out += ["", f"{indent}API reference: {links}", f"{indent}{{: .listing-api }}", ""]
         return out
 
     return rewrite(markdown, expand)

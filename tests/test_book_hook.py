@@ -261,6 +261,47 @@ def test_listings_link_what_they_show_to_the_api_reference():
     assert expanded.endswith("More text.\n")
 
 
+def test_the_api_line_ends_its_block_when_prose_follows_the_listing_at_once():
+    """The transformer chapter had a line of prose right after a listing's closing fence: the
+    marker then sat inside a paragraph, and the page showed '{: .listing-api }' as text."""
+    import markdown
+
+    from booktools.attr_lists import stray_attribute_lists
+
+    page = (
+        '```python title="attention_book/masking.py"\n'
+        '--8<-- "attention_book/masking.py:causal_mask"\n'
+        "```\n"
+        "Change one target token and only the later outputs change.\n"
+    )
+    expanded = listings.expand_listings(page, "docs/chapters/x.md")
+    lines = expanded.split("\n")
+    marker = lines.index("{: .listing-api }")
+    assert lines[marker - 1].startswith("API reference: ")
+    assert lines[marker + 1] == ""  # the marker ends its paragraph
+    assert lines[marker + 2] == "Change one target token and only the later outputs change."
+    rendered = markdown.markdown(expanded, extensions=["attr_list", "pymdownx.superfences"])
+    assert stray_attribute_lists(rendered) == []
+    assert '<p class="listing-api">API reference:' in rendered
+
+
+def test_a_marker_left_as_text_in_a_built_page_fails_the_build_naming_the_page():
+    from booktools.attr_lists import check_attribute_lists, stray_attribute_lists
+
+    left = "<p>API reference: <code>causal_mask</code>\n{: .listing-api }\nChange one token</p>"
+    assert stray_attribute_lists(left) == ["...API reference: {: .listing-api }"]
+    with pytest.raises(
+        PluginError, match=r"docs/chapters/transformer.md: 1 attribute list.*listing-api"
+    ):
+        check_attribute_lists(left, "chapters/transformer.md")
+    assert stray_attribute_lists("<p>Open {:</p>") == ["...Open {:"]
+    # Code is not prose: a format string in a listing, or an attribute list shown as an example.
+    code = '<pre><code>print(f"{x:.2f}", "{:.2f}".format(x))</code></pre>'
+    code += "<p>Use <code>{: .x }</code>.</p>"
+    assert stray_attribute_lists(code) == []
+    check_attribute_lists('<p class="listing-api">API reference: x</p>', "chapters/x.md")
+
+
 def test_a_listing_of_a_private_helper_has_no_api_line():
     source = "def _helper():\n    return 1\n"
     assert listings.api_identifiers("attention_book/multihead.py", source) == []

@@ -152,3 +152,52 @@ def test_a_figure_function_may_return_values_that_the_prose_cites(monkeypatch):
     monkeypatch.setattr(package, "find_figure", lambda name: lambda: {"count": 3})
     with pytest.raises(TypeError, match="a dict of values"):
         draw("facts")
+
+
+# ---------------------------------------------------------------------------------------------
+# Transformer optimizations: the sentences whose wording depends on the numbers
+
+
+def test_shared_key_value_heads_leave_fewer_parameters_as_the_prose_says():
+    from attention_book.experiments.optimizations import optimizations_make_model
+    from attention_book.figures.optimizations import optimizations_variant_facts
+
+    facts = draw("optimizations_variant_facts")
+    assert facts == optimizations_variant_facts()
+    counts = {
+        v: sum(p.numel() for p in optimizations_make_model(v).parameters())
+        for v in ("baseline", "gqa", "mqa")
+    }
+    # The prose: "fewer parameters than the baseline", multi-query fewer than grouped-query.
+    assert counts["mqa"] < counts["gqa"] < counts["baseline"]
+    assert facts["gqa_fewer"] == "7.7%" and facts["mqa_fewer"] == "11.5%"
+    assert facts["baseline_parameters"] == f"{counts['baseline']:,}"
+
+
+def _curves(past_alibi: float, past_others: float, context: int = 8) -> dict[str, list[float]]:
+    """Loss curves (synthetic test data): 1.0 on the trained positions, then a plateau."""
+    curves = {}
+    for variant in ("baseline", "sinusoidal", "alibi", "linear"):
+        past = past_alibi if variant == "alibi" else past_others
+        curves[variant] = [1.0] * context + [past] * context
+    return curves
+
+
+def test_the_extrapolation_verdict_follows_the_numbers():
+    from attention_book.figures.optimizations import optimizations_extrapolation_verdict as verdict
+
+    carried = verdict(_curves(past_alibi=1.0, past_others=3.0), 8)
+    assert "moved by +0.00" in carried and "rose by 2.00 to 2.00" in carried
+    assert "ALiBi carried its loss past the trained length and the other models did not" in carried
+    assert "it did not degrade, which is not the same as making use" in carried
+    fell = verdict(_curves(past_alibi=0.9, past_others=3.0), 8)
+    assert "carried its loss" in fell and "did not degrade" not in fell
+    less = verdict(_curves(past_alibi=2.0, past_others=3.0), 8)
+    assert "ALiBi degraded past the trained length, but less than" in less
+    assert "carried" not in less
+    worse = verdict(_curves(past_alibi=3.5, past_others=3.0), 8)
+    assert "does not reproduce what Press et al. report" in worse
+    # The late trained positions (the last quarter), not the mean, are the reference.
+    curves = _curves(past_alibi=1.0, past_others=3.0)
+    curves["alibi"][:6] = [5.0] * 6
+    assert "moved by +0.00" in verdict(curves, 8)

@@ -21,6 +21,9 @@ OPTIONS = [
         ("rope", "sinusoidal", "learned", "none"), ("softmax", "linear")
     )
 ] + [
+    {"positional": "alibi"},
+    {"positional": "alibi", "num_kv_heads": 2},
+    {"positional": "alibi", "window": 3},
     {"num_kv_heads": 2},
     {"num_kv_heads": 1},
     {"num_kv_heads": 1, "attention": "linear"},
@@ -77,14 +80,14 @@ def test_changing_a_future_token_leaves_earlier_logits_equal(options):
 
 def test_repeated_token_tells_additive_positions_from_rotary_ones():
     """One token repeated: every value vector is the same, so attention returns it whatever
-    the weights. Rotary positions act only on the weights (and "none" has no positions), so
-    every position gets the same logits; added positions change the values themselves."""
+    the weights. Rotary and ALiBi positions act only on the weights (and "none" has no
+    positions), so every position gets the same logits; added positions change the values."""
     X = torch.full((1, 8), 3)
-    for positional in ("rope", "sinusoidal", "learned", "none"):
+    for positional in ("rope", "sinusoidal", "learned", "alibi", "none"):
         with torch.no_grad():
             logits = small_gpt(positional=positional)(X)[0]  # (8, vocab)
         spread = (logits - logits[:1]).abs().max().item()
-        if positional in ("rope", "none"):
+        if positional in ("rope", "alibi", "none"):
             assert spread < 1e-12
         else:
             assert spread > 1e-6
@@ -227,8 +230,12 @@ def test_sliding_window_attention_equals_explicit_masked_softmax():
 
 
 def test_bad_options_raise():
-    with pytest.raises(ValueError, match=r"positional must be one of.*'alibi'"):
-        GPT(VOCAB, 16, 4, 2, positional="alibi")
+    with pytest.raises(ValueError, match=r"positional must be one of.*'xpos'"):
+        GPT(VOCAB, 16, 4, 2, positional="xpos")
+    with pytest.raises(ValueError, match=r"positional='alibi' needs softmax.*'linear'"):
+        GPT(VOCAB, 16, 4, 2, positional="alibi", attention="linear")
+    with pytest.raises(ValueError, match=r"num_heads must be a positive power of two, got 6"):
+        GPT(VOCAB, 24, 6, 2, positional="alibi")
     with pytest.raises(ValueError, match=r"attention must be one of.*'sparse'"):
         GPT(VOCAB, 16, 4, 2, attention="sparse")
     with pytest.raises(ValueError, match=r"window must be at least 1.*window=0"):

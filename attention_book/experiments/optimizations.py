@@ -4,7 +4,8 @@ A character-level GPT learns the French side of the built-in corpus (`builtin_pa
 variant gets the same data, the same batches, the same optimizer and the same number of steps;
 each differs from the baseline (multi-head attention, rotary positions, softmax attention) in
 one thing: grouped-query attention with 2 key/value heads, multi-query attention (1 head),
-sinusoidal positions, or causal linear attention. The baseline is trained a second time with
+sinusoidal positions, ALiBi's distance bias instead of any position vector, or causal linear
+attention. The baseline is trained a second time with
 another seed, which shows how much two runs of the same model differ. Each run is stored under
 the key it declares (`optimizations_cache_key`), and `RUNS` declares them all for the probe
 test and the referee.
@@ -104,6 +105,7 @@ VARIANTS: dict[str, dict[str, Any]] = {
     "mqa": {"num_kv_heads": 1},
     "sinusoidal": {"positional": "sinusoidal"},
     "linear": {"attention": "linear"},
+    "alibi": {"positional": "alibi"},
 }
 
 # ---------------------------------------------------------------------------------------------

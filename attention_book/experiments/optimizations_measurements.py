@@ -45,13 +45,16 @@ __all__ = [
 #: Chowdhery et al. (2022), Table 1 (head size 256), section 2 (multi-query attention) and
 #: section 5 (sequence length 2048); Llama 2 7B and 70B, Touvron et al. (2023), Table 1
 #: (context 4k; GQA for 34B and 70B), with layers and heads from Meta's released
-#: configurations; Mistral 7B, Jiang et al. (2023), Table 1.
+#: configurations; Mistral 7B, Jiang et al. (2023), Table 1, whose sliding window of 4096
+#: positions (``window``, Table 1 and section 2) lets a rolling buffer of that many positions
+#: replace the cache of the whole context.
 PUBLISHED_MODELS: dict[str, dict[str, int]] = {
     "GPT-3 175B": {"layers": 96, "heads": 96, "kv_heads": 96, "head_dim": 128, "context": 2048},
     "PaLM 540B": {"layers": 118, "heads": 48, "kv_heads": 1, "head_dim": 256, "context": 2048},
     "Llama 2 7B": {"layers": 32, "heads": 32, "kv_heads": 32, "head_dim": 128, "context": 4096},
     "Llama 2 70B": {"layers": 80, "heads": 64, "kv_heads": 8, "head_dim": 128, "context": 4096},
-    "Mistral 7B": {"layers": 32, "heads": 32, "kv_heads": 8, "head_dim": 128, "context": 8192},
+    "Mistral 7B": {"layers": 32, "heads": 32, "kv_heads": 8, "head_dim": 128, "context": 8192,
+                   "window": 4096},
 }  # fmt: skip
 
 #: Sequence lengths and head size of the linear-vs-softmax measurement.

@@ -35,6 +35,7 @@ __all__ = [
     "optimizations_cache_speedup",
     "optimizations_cache_timings",
     "optimizations_extrapolation",
+    "optimizations_extrapolation_verdict",
     "optimizations_generation_sample",
     "optimizations_linear_crossover",
     "optimizations_linear_scaling",
@@ -42,6 +43,7 @@ __all__ = [
     "optimizations_receptive_field",
     "optimizations_rope_error",
     "optimizations_sparse_patterns",
+    "optimizations_variant_facts",
     "optimizations_variants_table",
 ]
 
@@ -58,6 +60,7 @@ LABELS = {
     "mqa": "multi-query, 1 key/value head",
     "sinusoidal": "sinusoidal positions instead of rotary",
     "linear": "causal linear attention (elu + 1)",
+    "alibi": "ALiBi distance bias instead of rotary",
 }
 SAMPLE_PROMPTS = ("Elle a ", "Nous avons vendu ", "Ils ont payé ")
 SAMPLE_WIDTH = 80  # characters of a sample line on the page (a code block must not scroll)
@@ -66,7 +69,11 @@ SHORT = {
     "mqa": "multi-query attention",
     "sinusoidal": "sinusoidal positions",
     "linear": "linear attention",
+    "alibi": "ALiBi",
 }
+#: The variants of the loss-by-position figure and its sentence: the three position schemes
+#: of softmax attention, and linear attention.
+EXTRAPOLATION_VARIANTS = ("baseline", "sinusoidal", "alibi", "linear")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -189,11 +196,34 @@ def optimizations_variants_table() -> str:
     return "\n".join(lines)
 
 
+def optimizations_variant_facts() -> dict[str, str]:
+    """Values for the prose: how many fewer parameters the shared key/value heads leave.
+
+    Returns:
+        "gqa_fewer" and "mqa_fewer": the parameters grouped-query and multi-query attention
+        save, as a share of the baseline's ("7.7%"), and "gqa_parameters", "mqa_parameters",
+        "baseline_parameters" (with thousands separators).
+    """
+    counts = {
+        variant: sum(p.numel() for p in optimizations_make_model(variant).parameters())
+        for variant in ("baseline", "gqa", "mqa")
+    }
+    facts = {f"{v}_parameters": f"{n:,}" for v, n in counts.items()}
+    for variant in ("gqa", "mqa"):
+        facts[f"{variant}_fewer"] = f"{1 - counts[variant] / counts['baseline']:.1%}"
+    return facts
+
+
 def optimizations_loss_by_position() -> Figure:
     """Validation loss at each position of windows twice as long as in training."""
     context = OPTIMIZATIONS_CONFIG.context
     fig = new_figure((6.4, 3.5))
-    styles = {"baseline": "#1f77b4", "sinusoidal": "#d62728", "linear": "#2ca02c"}
+    styles = {
+        "baseline": "#1f77b4",
+        "sinusoidal": "#d62728",
+        "alibi": "#9467bd",
+        "linear": "#2ca02c",
+    }
     with plt.rc_context(BOOK_STYLE):
         ax = fig.add_subplot()
         for variant, color in styles.items():
@@ -214,19 +244,72 @@ def optimizations_loss_by_position() -> Figure:
     return fig
 
 
-def optimizations_extrapolation() -> str:
-    """Markdown sentence: mean loss inside and past the trained length, per variant."""
-    context = OPTIMIZATIONS_CONFIG.context
-    parts = []
-    for variant in ("baseline", "sinusoidal", "linear"):
-        losses = optimizations_experiment(variant)["loss_by_position"]
-        inside = sum(losses[:context]) / context
-        past = sum(losses[context:]) / len(losses[context:])
-        parts.append(f"{SHORT.get(variant, 'rotary (baseline)')} {inside:.2f} → {past:.2f}")
-    return (
-        f"Mean validation loss at positions 1–{context} → {context + 1}–{2 * context} in this "
-        "build: " + "; ".join(parts) + " nats per character."
+def _mean(values: list[float]) -> float:
+    return sum(values) / len(values)
+
+
+def optimizations_extrapolation_verdict(losses: dict[str, list[float]], context: int) -> str:
+    """Markdown: each variant's loss inside and past the trained length, and what ALiBi's shows.
+
+    The last quarter of the trained positions is the fair comparison for the positions past
+    them: both see long prefixes, while the first positions of a window see almost none.
+
+    Args:
+        losses: Per variant of `EXTRAPOLATION_VARIANTS`, the loss at each position of windows
+            of ``2 * context`` characters.
+        context: The longest window of training.
+
+    Returns:
+        Two or three sentences; the last says whether the run agrees with Press et al.
+    """
+    late = slice(context - context // 4, context)
+    numbers = {
+        variant: (_mean(curve[:context]), _mean(curve[late]), _mean(curve[context:]))
+        for variant, curve in losses.items()
+    }
+    parts = [
+        f"{SHORT.get(v, 'rotary (baseline)')} {inside:.2f} / {last:.2f} → {past:.2f}"
+        for v, (inside, last, past) in numbers.items()
+    ]
+    text = (
+        f"Mean validation loss at positions 1–{context} / {late.start + 1}–{context} → "
+        f"{context + 1}–{2 * context} in this build: " + "; ".join(parts) + " nats per character."
     )
+    rise = {v: past - last for v, (_, last, past) in numbers.items()}
+    others = [r for v, r in rise.items() if v != "alibi"]
+    text += (
+        f" Past position {context}, ALiBi's loss moved by {rise['alibi']:+.2f} from its level at "
+        f"positions {late.start + 1}–{context}; the other models' rose by "
+        f"{min(others):.2f} to {max(others):.2f}."
+    )
+    if rise["alibi"] < 0.1 and rise["alibi"] < 0.1 * min(others):
+        text += (
+            " In this one run, ALiBi carried its loss past the trained length and the other "
+            "models did not, as Press et al. report for their language models."
+        )
+        if rise["alibi"] > -0.01:
+            text += (
+                f" Nor did its loss fall below its level at positions {late.start + 1}–"
+                f"{context}: it did not degrade, which is not the same as making use of the "
+                "longer prefix."
+            )
+    elif rise["alibi"] < min(others):
+        text += (
+            " In this one run, ALiBi degraded past the trained length, but less than the "
+            "other models."
+        )
+    else:
+        text += " This run does not reproduce what Press et al. report: ALiBi degraded as well."
+    return text
+
+
+def optimizations_extrapolation() -> str:
+    """Markdown sentences: mean loss inside and past the trained length, and ALiBi's verdict."""
+    losses = {
+        variant: optimizations_experiment(variant)["loss_by_position"]
+        for variant in EXTRAPOLATION_VARIANTS
+    }
+    return optimizations_extrapolation_verdict(losses, OPTIMIZATIONS_CONFIG.context)
 
 
 def optimizations_rope_error() -> str:
@@ -379,6 +462,7 @@ FIGURES = (
     optimizations_cache_timings,
     optimizations_cache_speedup,
     optimizations_variants_table,
+    optimizations_variant_facts,
     optimizations_rope_error,
     optimizations_loss_by_position,
     optimizations_extrapolation,
