@@ -134,7 +134,7 @@ def test_augmentation_runs_read_as_the_chapter_says():
 
 @needs_stored_result
 def test_attention_distances_read_as_the_chapter_says():
-    from attention_book.figures.vit import vit_distance_findings
+    from attention_book.figures.vit_inside import vit_distance_findings
 
     found = {k: float(v) for k, v in vit_distance_findings().items()}
     uniform = found["uniform"]
