@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import functools
 import json
 
 import pytest
 from mkdocs.exceptions import PluginError
 
 from attention_book.experiments import multihead
-from attention_book.experiments.probes import cpu_capability
+from attention_book.experiments.probes import arithmetic, cpu_capability
 from attention_book.store import cached
 from booktools.referee import HEADLINES, referee
 
@@ -28,9 +29,21 @@ def _store_multihead(accuracy: float) -> None:
     cached("multihead", multihead.multihead_cache_key(), lambda: {"runs": runs})
 
 
-def _recorded(tmp_path, percent: float, cpu: str | None = None):
+@functools.cache
+def _here() -> str:
+    """The arithmetic of this machine for the multi-head run (its probe takes a second)."""
+    (run,) = (run for run in multihead.RUNS if run.name == "multihead")
+    return arithmetic(run)
+
+
+def _recorded(tmp_path, percent: float):
     numbers = {f"accuracy %, {h} head{'s' if h > 1 else ''}": percent for h in (1, 2, 4)}
-    entry = {"version": multihead.VERSION, "cpu": cpu or cpu_capability(), "numbers": numbers}
+    entry = {
+        "version": multihead.VERSION,
+        "cpu": cpu_capability(),
+        "arithmetic": _here(),
+        "numbers": numbers,
+    }
     path = tmp_path / "headlines.json"
     path.write_text(json.dumps({"multihead": entry}))
     return path
