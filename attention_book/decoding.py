@@ -2,7 +2,8 @@
 
 Training feeds the decoder the reference (teacher forcing); at test time the decoder must feed
 itself. `greedy_decode` takes the most probable token at every step; `beam_search` keeps the
-`beam_size` best partial translations. Both work with any model built from an encoder and a
+`beam_size` best extensions of its partial translations at every step, and can still end
+less probable than the greedy translation. Both work with any model built from an encoder and a
 decoder that follow `attention_book.seq2seq.EncoderDecoder`'s protocol (the recurrent models
 and the Transformer alike), and both record the attention weights of every generated token when
 the decoder keeps them.
@@ -140,11 +141,13 @@ def beam_search(
 ) -> list[Translation]:
     """Translate a batch with beam search, one sentence at a time.
 
-    At every step each of the `beam_size` best partial translations is extended by every
-    token, and the `beam_size` best extensions survive. An extension ending in <eos> is
-    finished and leaves the beam. Hypotheses are ranked by their summed log-probability
-    divided by length**length_penalty (0 ranks by log-probability alone, which makes
-    beam_size=1 exactly greedy decoding).
+    At every step each live partial translation is extended by every token, and the
+    `beam_size` best extensions are kept. An extension ending in <eos> is finished and
+    leaves the beam without being replaced, so the next step extends fewer hypotheses.
+    Hypotheses are ranked by their summed log-probability divided by length**length_penalty
+    (0 ranks by log-probability alone, which makes beam_size=1 exactly greedy decoding).
+    Nothing bounds the result by greedy decoding's: a prefix that is behind at some step can
+    be the one that ends best, and the beam may drop it.
 
     Args:
         model: A trained encoder-decoder.
@@ -180,7 +183,9 @@ def beam_search(
     for i in range(src.shape[0]):
         state, _ = _encode_for_decoding(model, src[i : i + 1], src_valid_lens[i : i + 1])
         results.append(
-            _beam_search_one(model, state, bos_index, eos_index, max_len, beam_size, length_penalty)
+            _beam_search_one(
+                model, state, bos_index, eos_index, max_len, beam_size, length_penalty, src.device
+            )
         )
     model.train(was_training)
     return results
@@ -190,8 +195,9 @@ def _rank(score: float, length: int, length_penalty: float) -> float:
     return score / max(length, 1) ** length_penalty
 
 
-def _beam_search_one(model, state, bos_index, eos_index, max_len, beam_size, length_penalty):
-    device = next(model.parameters()).device
+def _beam_search_one(
+    model, state, bos_index, eos_index, max_len, beam_size, length_penalty, device
+):
     decoder = model.decoder
     beams: list[list[int]] = [[]]  # tokens of each live hypothesis
     beam_weights: list[list[torch.Tensor]] = [[]]

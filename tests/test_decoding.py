@@ -1,12 +1,19 @@
-"""Decoding with the Transformer: batching, padding and the key/value cache.
+"""Decoding with the Transformer (batching, padding, the key/value cache) and beam search's limits.
 
 `tests/test_seq2seq.py` covers greedy and beam search with the recurrent models, and
 `tests/test_transformer.py` that cached and uncached decoding give the same tokens; these tests
-check what batching and padding must not change.
+check what batching and padding must not change. The last tests decode a hand-built table of
+next-token probabilities, the counterexample of the Bahdanau chapter: beam search gives no
+guarantee of beating greedy decoding, and a finished hypothesis leaves the beam.
 """
+
+import math
+import re
+from pathlib import Path
 
 import pytest
 import torch
+from torch import nn
 
 from attention_book.decoding import beam_search, greedy_decode
 from attention_book.seq2seq import EncoderDecoder
@@ -79,3 +86,107 @@ def test_greedy_decoding_restores_training_mode():
 def test_greedy_decoding_rejects_a_max_len_below_one(max_len):
     with pytest.raises(ValueError, match="max_len"):
         greedy_decode(make_model(), torch.randint(3, 15, (1, 4)), None, 1, 2, max_len=max_len)
+
+
+# A hand-built "model": next-token probabilities looked up by prefix (the Bahdanau chapter's
+# counterexample). Tokens: <bos>, <eos>, a, b, c.
+BOS, EOS, A, B, C = range(5)
+
+
+class IgnoreSource(nn.Module):
+    def forward(self, src, src_valid_lens):
+        return src
+
+
+class TableDecoder(nn.Module):
+    """Next-token probabilities from a table indexed by the prefix; the state is the prefix.
+
+    It records how many hypotheses each call decodes, in `batch_sizes`.
+    """
+
+    def __init__(self, table, otherwise):
+        super().__init__()
+        self.table, self.otherwise, self.batch_sizes = table, otherwise, []
+
+    def init_state(self, enc_outputs, enc_valid_lens):
+        return torch.zeros(len(enc_outputs), 0, dtype=torch.long)
+
+    def forward(self, tokens, state):
+        self.batch_sizes.append(len(tokens))
+        prefixes = torch.cat([state, tokens], dim=1)
+        probs = torch.zeros(len(prefixes), 5)
+        for row, prefix in zip(probs, prefixes[:, 1:].tolist(), strict=True):
+            for token, p in self.table.get(tuple(prefix), self.otherwise).items():
+                row[token] = p
+        return probs.log()[:, None], prefixes
+
+    def reorder_state(self, state, index):
+        return state[index]
+
+
+COUNTEREXAMPLE = {
+    (): {A: 0.40, B: 0.35, C: 0.25},
+    (A,): {C: 0.34, A: 0.33, B: 0.33},
+    (A, C): {EOS: 1.0},
+    (B,): {A: 0.60, B: 0.40},
+}
+OTHERWISE = {EOS: 0.4, A: 0.3, B: 0.2, C: 0.1}
+
+
+def table_model(table=COUNTEREXAMPLE, otherwise=OTHERWISE) -> EncoderDecoder:
+    return EncoderDecoder(IgnoreSource(), TableDecoder(table, otherwise))
+
+
+def decode_table(model, beam_size=None, max_len=5):
+    src = torch.zeros(1, 1, dtype=torch.long)
+    if beam_size is None:
+        return greedy_decode(model, src, None, BOS, EOS, max_len=max_len)[0]
+    return beam_search(model, src, None, BOS, EOS, max_len=max_len, beam_size=beam_size)[0]
+
+
+def test_beam_search_can_return_a_less_probable_sentence_than_greedy_decoding():
+    # Greedy: a (0.4), c (0.34), <eos> (1.0). A beam of 2 keeps b a (0.21) and b b (0.14) at
+    # step 2 and drops greedy's a c (0.136); every way out of b ends below 0.136.
+    greedy = decode_table(table_model())
+    assert greedy.tokens == [A, C]
+    assert greedy.score == pytest.approx(math.log(0.40 * 0.34 * 1.0), abs=1e-6)
+    beam = decode_table(table_model(), beam_size=2)
+    assert beam.tokens == [B, A]
+    assert beam.score == pytest.approx(math.log(0.35 * 0.60 * 0.4), abs=1e-6)
+    assert beam.score < greedy.score
+    # A beam of 1 is greedy decoding, and a beam of 3 keeps a c at step 2 and finds it again.
+    for beam_size in (1, 3):
+        found = decode_table(table_model(), beam_size=beam_size)
+        assert found.tokens == greedy.tokens
+        assert found.score == pytest.approx(greedy.score, abs=1e-6)
+
+
+def test_a_finished_hypothesis_leaves_the_beam_and_is_not_replaced():
+    # Step 1's two best extensions are a (0.5) and <eos> (0.3): the empty sentence finishes and
+    # takes one of the two places, so step 2 extends a alone, not a and b (0.2).
+    table = {(): {A: 0.5, EOS: 0.3, B: 0.2}, (A,): {EOS: 0.9, A: 0.1}}
+    model = table_model(table, otherwise={EOS: 1.0})
+    result = decode_table(model, beam_size=2)
+    assert model.decoder.batch_sizes == [1, 1]
+    assert result.tokens == [A]
+    assert result.score == pytest.approx(math.log(0.5 * 0.9), abs=1e-6)
+
+
+def test_beam_search_needs_no_parameters_in_the_model():
+    model = table_model()
+    assert not list(model.parameters())
+    assert decode_table(model, beam_size=2).tokens == [B, A]
+
+
+def test_the_bahdanau_chapter_shows_this_counterexample(capsys):
+    # The chapter's block runs on its own; here it runs again, and its table must be the one
+    # above, so that the page and the tests show the same thing.
+    page = Path(__file__).resolve().parents[1] / "docs" / "chapters" / "bahdanau.md"
+    blocks = re.findall(r"^```python\n(.*?)^```", page.read_text(encoding="utf-8"), re.M | re.S)
+    (block,) = [b for b in blocks if "class TableDecoder" in b]
+    namespace: dict = {}
+    exec(compile(block, str(page), "exec"), namespace)
+    assert namespace["NEXT"] == COUNTEREXAMPLE
+    assert namespace["OTHERWISE"] == OTHERWISE
+    assert namespace["results"]["beam of 2"].score < namespace["greedy"].score
+    assert "beam of 2: b a, probability 0.084" in capsys.readouterr().out

@@ -100,6 +100,12 @@ CORRECTED = [
     ("scoring-functions.md", "(the multi-head chapter)", "the chapter exists: link it"),
     ("introduction.md", "two groups showed that a neural network could learn", "K&B 2013 first"),
     ("attention-cues.md", "what plays the part of the volitional cue", "d2l's own exercise"),
+    # The second review (issue "Corrections from a second expert review").
+    ("bahdanau.md", "at least as probable as the greedy one", "beam search has no such bound"),
+    ("bahdanau.md", "assert b.score >= g.score", "beam search can lose to greedy"),
+    ("transformer.md", "at least as probable as the greedy one", "beam search has no such bound"),
+    ("transformer.md", "assert b.score >= g.score", "an observation, not a theorem"),
+    ("introduction.md", "assert longest * embed_size > context_size", "it cannot fail"),
 ]
 
 
@@ -114,6 +120,42 @@ def test_corrected_statements_stay_corrected(name, old, why):
     assert not still_there(page(name), old), f"{name}: {why}"
 
 
+def section(text: str, heading: str) -> str:
+    """The part of a page under `heading`, up to the next heading of the same level or above."""
+    level = len(heading) - len(heading.lstrip("#"))
+    start = text.index(f"\n{heading}\n")
+    end = re.search(rf"\n#{{1,{level}}} ", text[start + len(heading) + 2 :])
+    return text[start : start + len(heading) + 2 + end.start()] if end else text[start:]
+
+
+# (page, heading, what the section must say, why): credits and departures the review asked for.
+CREDITED = [
+    (
+        "scoring-functions.md",
+        "## A family of scoring functions",
+        "[Weng, 2018](#references)) row for row",
+        "the table follows Weng's summary table row for row",
+    ),
+    (
+        "scoring-functions.md",
+        "## References",
+        "<https://lilianweng.github.io/posts/2018-06-24-attention/>",
+        "Weng (2018) in the references",
+    ),
+    (
+        "attention-cues.md",
+        "### Both cues in one score",
+        '"the nonvolitional cue" of its value',
+        "where the book departs from d2l, whose keys are the nonvolitional cues",
+    ),
+]
+
+
+@pytest.mark.parametrize("name,heading,needle,why", CREDITED, ids=[c[3] for c in CREDITED])
+def test_credits_and_departures_are_stated(name, heading, needle, why):
+    assert needle in " ".join(section(page(name), heading).split()), f"{name}: {why}"
+
+
 def test_the_checks_can_fail():
     pattern = NOTATION[0][1]
     assert re.findall(pattern, "a bandwidth $h = 1$") and not re.findall(pattern, "$\\sigma = 1$")
@@ -121,3 +163,6 @@ def test_the_checks_can_fail():
         "Only the output and\none number per query (the log-sum-exp)", CORRECTED[5][1]
     )
     assert dots_in("attn_bwd_dq_inner") > 0
+    text = "# Page\n\n## A\n\nweng\n\n### A.1\n\nmore\n\n## B\n\nother\n"
+    assert section(text, "## A") == "\n## A\n\nweng\n\n### A.1\n\nmore\n"
+    assert "other" not in section(text, "## A") and section(text, "## B").endswith("other\n")

@@ -195,13 +195,12 @@ def test_beam_size_one_is_greedy(attention, rnn):
 
 
 @pytest.mark.parametrize("attention", [False, True])
-def test_beam_search_scores_at_least_greedy(attention):
+def test_beam_search_scores_are_log_probabilities_of_its_tokens(attention):
+    # Nothing is claimed against greedy decoding: beam search can do worse (tests/test_decoding.py).
     model = make_model(attention)
     src, _, valid = toy_batch(batch=6)
-    greedy = greedy_decode(model, src, valid, BOS, EOS, max_len=8)
     beam = beam_search(model, src, valid, BOS, EOS, max_len=8, beam_size=4)
-    for i, (g, b) in enumerate(zip(greedy, beam, strict=True)):
-        assert b.score >= g.score - 1e-5
+    for i, b in enumerate(beam):
         eos = EOS if len(b.tokens) < 8 else None
         expected = sequence_score(model, src[i : i + 1], valid[i : i + 1], b.tokens, eos)
         assert b.score == pytest.approx(expected, abs=1e-4)
