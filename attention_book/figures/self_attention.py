@@ -52,7 +52,7 @@ def self_attention_timing_plot() -> Figure:
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
         ax.set_xlabel("sequence length n")
-        ax.set_ylabel("forward time (ms, median)")
+        ax.set_ylabel("forward CPU time (ms, median)")
         ax.set_title(f"Width {TIMING_WIDTH}, one sequence, one CPU thread")
         ax.legend(fontsize=8)
         fig.tight_layout()
