@@ -4,6 +4,7 @@ import torch
 from attention_book.experiments.multihead import (
     MULTIHEAD_CONFIG,
     NeighborReader,
+    multihead_answer_ranks,
     multihead_neighbor_batch,
     multihead_trained_model,
 )
@@ -69,3 +70,40 @@ def test_trained_model_rejects_an_untrained_head_count():
     missing = max(MULTIHEAD_CONFIG.head_counts) * 2
     with pytest.raises(ValueError, match=f"num_heads must be one of .* got {missing}"):
         multihead_trained_model(missing)
+
+
+def test_answer_ranks_see_a_model_that_mixes_up_the_two_sides():
+    # A read-out that knows both neighbours but not their sides: both answers give 0.6 to the
+    # token before and 0.4 to the token after. The "after" answer is then wrong at first
+    # guess (unless the tokens are equal), right in the top two, and all its mass is on them.
+    _, targets = multihead_neighbor_batch(40, 8, 5, torch.Generator().manual_seed(1))
+    probabilities = torch.zeros(40, 8, 2, 5)
+    before, after = targets[..., 0], targets[..., 1]
+    for answer in (0, 1):
+        probabilities[..., answer, :].scatter_add_(
+            -1, before[..., None], torch.full((40, 8, 1), 0.6)
+        )
+        probabilities[..., answer, :].scatter_add_(
+            -1, after[..., None], torch.full((40, 8, 1), 0.4)
+        )
+    logits = (probabilities + 1e-9).log()
+    ranks = multihead_answer_ranks(logits, targets)
+    same = (before == after).float().mean().item()
+    assert ranks["top1"] == pytest.approx([1.0, same])
+    assert ranks["top2"] == pytest.approx([1.0, 1.0])
+    assert ranks["neighbour_mass"] == pytest.approx([1.0, 1.0], abs=1e-6)
+    assert ranks["wrong_is_other"] == pytest.approx([0.0, 1.0])
+
+
+def test_answer_ranks_count_mass_away_from_the_neighbours():
+    _, targets = multihead_neighbor_batch(10, 6, 4, torch.Generator().manual_seed(2))
+    uniform = torch.zeros(10, 6, 2, 4)  # equal logits: 1/4 on every token
+    ranks = multihead_answer_ranks(uniform, targets)
+    distinct = (targets[..., 0] != targets[..., 1]).float().mean().item()
+    expected = 0.25 * (1 + distinct)  # one or two tokens out of four
+    assert ranks["neighbour_mass"] == pytest.approx([expected, expected])
+
+
+def test_answer_ranks_reject_mismatched_shapes():
+    with pytest.raises(ValueError, match=r"logits must be .* got \(2, 3, 2, 5\) and \(2, 4, 2\)"):
+        multihead_answer_ranks(torch.zeros(2, 3, 2, 5), torch.zeros(2, 4, 2, dtype=torch.long))

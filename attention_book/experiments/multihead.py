@@ -37,6 +37,8 @@ __all__ = [
     "RUNS",
     "VERSION",
     "MultiheadConfig",
+    "multihead_answer_ranks",
+    "multihead_binding",
     "multihead_cache_key",
     "multihead_experiment",
     "multihead_headline",
@@ -223,6 +225,78 @@ def multihead_trained_model(num_heads: int) -> NeighborReader:
     model = NeighborReader(config.vocab_size, config.num_steps, config.num_hiddens, num_heads)
     model.load_state_dict(multihead_experiment()["state_dict"][str(num_heads)])
     return model.eval()
+
+
+def multihead_answer_ranks(logits: Tensor, targets: Tensor) -> dict[str, list[float]]:
+    """How the read-out ranks the two neighbours: what a binding failure looks like.
+
+    A model that knows which two tokens surround a position but not which stands on which
+    side puts its probability on both tokens for both answers: its first guess is often the
+    other neighbour, its two most probable tokens hold the right one.
+
+    Args:
+        logits: The model's logits for both answers at every position.
+        targets: The right tokens, as `multihead_neighbor_batch` returns them.
+
+    Returns:
+        One value per answer (before, after), each a share between 0 and 1:
+        ``"top1"`` (the most probable token is right), ``"top2"`` (the right token is one of
+        the two most probable), ``"neighbour_mass"`` (the probability on the two neighbours'
+        tokens together, counted once where both are the same token), and
+        ``"wrong_is_other"`` (of the wrong first guesses, those that name the other
+        neighbour's token; 0 when there is none).
+
+    Shapes:
+        - logits: ``(batch, num_steps, 2, vocab_size)``
+        - targets: ``(batch, num_steps, 2)``
+
+    Raises:
+        ValueError: If the shapes do not fit together.
+    """
+    if logits.dim() != 4 or logits.shape[:3] != targets.shape or targets.shape[-1] != 2:
+        raise ValueError(
+            "logits must be (batch, num_steps, 2, vocab_size) and targets (batch, num_steps, "
+            f"2), got {tuple(logits.shape)} and {tuple(targets.shape)}"
+        )
+    probabilities = logits.softmax(dim=-1)  # (batch, num_steps, 2, vocab_size)
+    other = targets.flip(-1)  # the other neighbour's token, for each answer
+    first = probabilities.argmax(dim=-1)  # (batch, num_steps, 2)
+    top2 = probabilities.topk(2, dim=-1).indices  # (batch, num_steps, 2, 2)
+    right_mass = probabilities.gather(-1, targets[..., None])[..., 0]
+    other_mass = probabilities.gather(-1, other[..., None])[..., 0]
+    same = targets[..., 0:1] == targets[..., 1:2]  # both neighbours are one token
+    wrong = first != targets
+    named_other = (wrong & (first == other)).float().sum(dim=(0, 1))
+    return {
+        "top1": (~wrong).float().mean(dim=(0, 1)).tolist(),
+        "top2": (top2 == targets[..., None]).any(dim=-1).float().mean(dim=(0, 1)).tolist(),
+        "neighbour_mass": torch.where(same, right_mass, right_mass + other_mass)
+        .mean(dim=(0, 1))
+        .tolist(),
+        "wrong_is_other": (named_other / wrong.float().sum(dim=(0, 1)).clamp(min=1)).tolist(),
+    }
+
+
+def multihead_binding(num_heads: int) -> dict[str, list[float]]:
+    """`multihead_answer_ranks` of the first seed's trained model, on the experiment's test set.
+
+    Loads the cached model (`multihead_trained_model`); trains nothing once the experiment
+    is in the store.
+
+    Args:
+        num_heads: One of ``MULTIHEAD_CONFIG.head_counts``.
+
+    Returns:
+        See `multihead_answer_ranks`.
+    """
+    config = MULTIHEAD_CONFIG
+    sizes = config.num_steps, config.vocab_size
+    tokens, targets = multihead_neighbor_batch(
+        config.test_size, *sizes, torch.Generator().manual_seed(999)
+    )  # the test set of `multihead_run`
+    model = multihead_trained_model(num_heads)
+    with torch.no_grad():
+        return multihead_answer_ranks(model(tokens), targets)
 
 
 def multihead_headline(result: dict[str, Any]) -> dict[str, float]:

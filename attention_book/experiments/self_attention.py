@@ -5,13 +5,17 @@ length:
 
 - `self_attention_timings`: forward time against sequence length on this CPU, for a 1-D
   convolution, a GRU and a self-attention layer, with the slope of a straight-line fit in
-  log-log coordinates (time grows like ``n ** slope``);
+  log-log coordinates (time grows like ``n ** slope``); `self_attention_flops` counts the
+  floating-point operations of the same layers' matrix products, the work the times are
+  compared with;
 - `self_attention_gradient_reach`: how strongly the last output depends on each input, as the
   norm of the gradient of the last output with respect to every input position (a measured
   stand-in for the maximum path length of Vaswani et al., Table 1).
 
 Both are cheap (seconds) and run at build time. Timings are medians over repeats on one CPU
-thread; absolute times depend on the machine and its load, the slopes much less. They are kept
+thread, by that thread's CPU time (`time.thread_time`), which the other processes of a loaded
+machine do not inflate as they inflate the wall clock; absolute times still depend on the
+machine. They are kept
 for the life of the process (`functools.cache`), so the figure and the table that show them
 show the same run.
 """
@@ -19,6 +23,7 @@ show the same run.
 from __future__ import annotations
 
 import math
+import time
 from functools import cache, partial
 
 import torch
@@ -35,6 +40,7 @@ __all__ = [
     "GRULayer",
     "SelfAttentionLayer",
     "fitted_slope",
+    "self_attention_flops",
     "self_attention_gradient_reach",
     "self_attention_layers",
     "self_attention_timings",
@@ -130,9 +136,47 @@ def fitted_slope(lengths: list[int] | tuple[int, ...], seconds: list[float]) -> 
     return covariance / sum((a - x_mean) ** 2 for a in x)
 
 
+def self_attention_flops(n: int, num_hiddens: int) -> dict[str, int]:
+    """FLOPs of the matrix products of each layer of `self_attention_layers` on one sequence.
+
+    A multiply-add counts as two FLOPs, as in ``torch.utils.flop_counter`` (biases, the
+    softmax and the GRU's gate nonlinearities are elementwise and left out). Self-attention's
+    count is split into the part linear in ``n`` and the part quadratic in ``n``.
+
+    Args:
+        n: Sequence length.
+        num_hiddens: Width of every layer, ``d``.
+
+    Returns:
+        ``"convolution"``: ``2 * 3 * n * d**2`` (kernel size 3); ``"GRU"``: ``2 * 6 * n * d**2``
+        (three gates, each with an input and a hidden ``d x d`` product per step);
+        ``"self-attention projections"``: ``2 * 4 * n * d**2`` (queries, keys, values,
+        output); ``"self-attention scores"``: ``2 * 2 * n**2 * d`` (the scores and the
+        weighted sum of the values, all heads together).
+
+    Raises:
+        ValueError: If `n` or `num_hiddens` is not positive.
+    """
+    if n < 1 or num_hiddens < 1:
+        raise ValueError(
+            f"n and num_hiddens must be positive, got n={n}, num_hiddens={num_hiddens}"
+        )
+    d = num_hiddens
+    return {
+        "convolution": 2 * 3 * n * d**2,
+        "GRU": 2 * 6 * n * d**2,
+        "self-attention projections": 2 * 4 * n * d**2,
+        "self-attention scores": 2 * 2 * n**2 * d,
+    }
+
+
 @cache
 def self_attention_timings(repeats: int = 5) -> dict[str, dict[str, list[float] | float]]:
     """Median forward time of each layer at each of `SEQUENCE_LENGTHS` (one sequence, one thread).
+
+    Each time is the CPU time of the calling thread, which runs PyTorch's operators itself
+    when PyTorch has one thread: on a machine shared with other programs the wall clock
+    would count the time they take too.
 
     Args:
         repeats: Timed calls per layer and length (the median is kept).
@@ -149,7 +193,9 @@ def self_attention_timings(repeats: int = 5) -> dict[str, dict[str, list[float] 
         for name, layer in layers.items():
             layer.eval()
             seconds = [
-                median_seconds(partial(layer, torch.randn(1, n, TIMING_WIDTH)), repeats)
+                median_seconds(
+                    partial(layer, torch.randn(1, n, TIMING_WIDTH)), repeats, time.thread_time
+                )
                 for n in SEQUENCE_LENGTHS
             ]
             fitted = [(n, t) for n, t in zip(SEQUENCE_LENGTHS, seconds, strict=True)]

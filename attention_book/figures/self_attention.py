@@ -15,6 +15,8 @@ from attention_book.experiments.self_attention import (
     FIT_FROM,
     SEQUENCE_LENGTHS,
     TIMING_WIDTH,
+    fitted_slope,
+    self_attention_flops,
     self_attention_gradient_reach,
     self_attention_timings,
 )
@@ -27,8 +29,10 @@ __all__ = [
     "self_attention_encoding_dot_products",
     "self_attention_encoding_heatmap",
     "self_attention_gradient_reach_plot",
+    "self_attention_timing_facts",
     "self_attention_timing_plot",
     "self_attention_timing_table",
+    "self_attention_timing_verdicts",
 ]
 
 COLORS = {"convolution": "#2ca02c", "GRU": "#d62728", "self-attention": "#1f77b4"}
@@ -48,7 +52,7 @@ def self_attention_timing_plot() -> Figure:
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
         ax.set_xlabel("sequence length n")
-        ax.set_ylabel("forward time (ms, median)")
+        ax.set_ylabel("forward CPU time (ms, median)")
         ax.set_title(f"Width {TIMING_WIDTH}, one sequence, one CPU thread")
         ax.legend(fontsize=8)
         fig.tight_layout()
@@ -78,6 +82,185 @@ def self_attention_timing_table() -> str:
     else:
         lines.append("*In this build the GRU was faster than self-attention at every length.*")
     return "\n".join(lines)
+
+
+def _slopes_between(lengths: list[int], seconds: list[float]) -> list[float]:
+    """Local slopes: the slope between each pair of consecutive lengths."""
+    return [fitted_slope(lengths[i : i + 2], seconds[i : i + 2]) for i in range(len(lengths) - 1)]
+
+
+def _names(names: list[str]) -> str:
+    """'the convolution', 'the convolution and the GRU', ..."""
+    names = [f"the {name}" if name != "self-attention" else name for name in names]
+    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
+
+
+def self_attention_timing_verdicts(
+    timings: dict[str, dict[str, list[float] | float]],
+) -> dict[str, str]:
+    """The sentences that read the timings, worded from the numbers.
+
+    Every layer's work is counted by `self_attention_flops`: linear in ``n`` for the
+    convolution and the GRU, linear plus quadratic for self-attention. The sentences compare
+    the measured slopes with those counts and say nothing the numbers do not show.
+
+    Args:
+        timings: `self_attention_timings`'s result (or the same shape): per layer name
+            (``"convolution"``, ``"GRU"``, ``"self-attention"``), ``"seconds"`` at each of
+            `SEQUENCE_LENGTHS` and the fitted ``"slope"``.
+
+    Returns:
+        ``"conv_slope"``, ``"gru_slope"``, ``"attention_slope"`` (two decimals);
+        ``"ratio_first"`` and ``"ratio_last"``: self-attention's quadratic FLOPs over its
+        linear ones at the first and the last fitted length; ``"scores_share_first"`` and
+        ``"scores_share_last"``: the share of self-attention's
+        FLOPs in its quadratic part at the first and the last fitted length;
+        ``"projections_share_first"`` and ``"projections_share_last"``, the rest;
+        ``"flop_slope"``: the slope a time proportional to
+        self-attention's FLOPs would fit; ``"flop_local_first"``, ``"flop_local_last"``: that
+        time's local slopes over the first and last doubling of the fit; and the sentences
+        ``"linear"``, ``"short"``, ``"attention"``, ``"gru"``, ``"summary"``.
+    """
+    lengths = list(SEQUENCE_LENGTHS)
+    fit = [n for n in lengths if n >= FIT_FROM]
+    short = [n for n in lengths if n < FIT_FROM]
+    slope = {name: float(result["slope"]) for name, result in timings.items()}
+    seconds = {name: list(result["seconds"]) for name, result in timings.items()}
+    flops = [self_attention_flops(n, TIMING_WIDTH) for n in fit]
+    attention_flops = [f["self-attention projections"] + f["self-attention scores"] for f in flops]
+    scores_share = [
+        f["self-attention scores"] / a for f, a in zip(flops, attention_flops, strict=True)
+    ]
+    flop_slope = fitted_slope(fit, attention_flops)
+    flop_local = _slopes_between(fit, attention_flops)
+    facts = {
+        "conv_slope": f"{slope['convolution']:.2f}",
+        "gru_slope": f"{slope['GRU']:.2f}",
+        "attention_slope": f"{slope['self-attention']:.2f}",
+        "ratio_first": f"{scores_share[0] / (1 - scores_share[0]):.0f}",
+        "ratio_last": f"{scores_share[-1] / (1 - scores_share[-1]):.0f}",
+        "scores_share_first": f"{scores_share[0]:.0%}",
+        "scores_share_last": f"{scores_share[-1]:.0%}",
+        "projections_share_first": f"{1 - scores_share[0]:.0%}",
+        "projections_share_last": f"{1 - scores_share[-1]:.0%}",
+        "flop_slope": f"{flop_slope:.2f}",
+        "flop_local_first": f"{flop_local[0]:.2f}",
+        "flop_local_last": f"{flop_local[-1]:.2f}",
+    }
+
+    # The two layers whose work is linear in n.
+    linear = {"convolution": slope["convolution"], "GRU": slope["GRU"]}
+    close = [name for name, s in linear.items() if abs(s - 1) <= 0.15]
+    text = (
+        f"The convolution's time grew like $n^{{{linear['convolution']:.2f}}}$ and the GRU's "
+        f"like $n^{{{linear['GRU']:.2f}}}$ (fits for $n \\geq {FIT_FROM}$), and the matrix "
+        "products of both do work proportional to $n$ ($6nd^2$ and $12nd^2$ FLOPs)."
+    )
+    if len(close) == 2:
+        text += " Both slopes are close to 1, as Table 1 predicts."
+    else:
+        if close:
+            named = _names(close)
+            text += f" {named[0].upper() + named[1:]}'s slope is close to 1, as Table 1 predicts."
+        for name, s in linear.items():
+            if name not in close:
+                pace = "faster" if s > 1 else "more slowly"
+                text += (
+                    f" The {name}'s time grew {pace} than linearly, though its work does not: "
+                    "at these lengths its time is not proportional to its work, and this build "
+                    "does not measure why."
+                )
+    facts["linear"] = text
+
+    # Below the fitted lengths.
+    short_slope = {name: fitted_slope(short, seconds[name][: len(short)]) for name in slope}
+    listed = ", ".join(f"{s:.2f} ({name})" for name, s in short_slope.items())
+    text = f"Fitted on the lengths below {FIT_FROM} instead, the slopes are {listed}."
+    flat = [name for name, s in short_slope.items() if s < 0.8]
+    if flat:
+        text += (
+            f" Where a slope is well below 1, as for {_names(flat)}, the time grew more slowly "
+            "than the work: a cost paid once per call, whatever $n$, still weighs on it there. "
+            f"That is why the fit starts at {FIT_FROM}."
+        )
+    else:
+        text += (
+            f" None is far below 1; the fit starts at {FIT_FROM} all the same, where a fixed "
+            "cost per call weighs least."
+        )
+    facts["short"] = text
+
+    # Self-attention against its FLOP count.
+    measured = slope["self-attention"]
+    local = _slopes_between(fit, seconds["self-attention"][len(short) :])
+    listed = ", ".join(f"{s:.2f}" for s in local)
+    text = (
+        f"The measured fit gave {measured:.2f}, with local slopes of {listed} over the "
+        f"successive doublings from {fit[0]} to {fit[-1]}."
+    )
+    if abs(measured - flop_slope) <= 0.1:
+        text += f" That is close to the FLOP count's {flop_slope:.2f}."
+    elif measured < flop_slope:
+        text += (
+            f" That is below the FLOP count's {flop_slope:.2f}: in this build the time grew "
+            "more slowly than the FLOPs of the matrix products."
+        )
+    else:
+        text += (
+            f" That is above the FLOP count's {flop_slope:.2f}: in this build the time grew "
+            "faster than the FLOPs of the matrix products."
+        )
+    if local[-1] < local[-2] - 0.05:
+        text += (
+            " Its local slope fell over the last doubling, which the FLOP count, whose local "
+            "slopes rise towards 2, does not explain."
+        )
+    elif local[-1] > local[-2] + 0.05:
+        text += " Its local slope still rose over the last doubling, as the FLOP count's does."
+    else:
+        text += " Its local slope was about the same over the last two doublings."
+    facts["attention"] = text
+
+    # The GRU against the convolution, at the longest length.
+    ratio = seconds["GRU"][-1] / seconds["convolution"][-1]
+    text = (
+        f"At $n = {lengths[-1]}$ the GRU took {ratio:.1f} times as long as the convolution, "
+        "for twice the convolution's FLOPs."
+    )
+    if ratio > 4:
+        text += (
+            ' The rest of the gap is what the "sequential operations" column describes: the '
+            "GRU's $n$ steps run one after the other, each a product of $d \\times d$ matrices "
+            "with a single vector, while the convolution treats all positions in one product."
+        )
+    else:
+        text += " In this build its sequential steps cost little beyond their FLOPs."
+    facts["gru"] = text
+
+    text = (
+        f"In this build's timings (fits for $n \\geq {FIT_FROM}$) the convolution's slope was "
+        f"{linear['convolution']:.2f}, the GRU's {linear['GRU']:.2f} and self-attention's "
+        f"{measured:.2f}."
+    )
+    if measured < 2:
+        text += (
+            " Self-attention's stays below 2 at these lengths, and so would a time proportional "
+            f"to its FLOPs ({flop_slope:.2f}): its projections, linear in $n$, do "
+            f"{1 - scores_share[0]:.0%} of its FLOPs at $n = {fit[0]}$ and still "
+            f"{1 - scores_share[-1]:.0%} at $n = {fit[-1]}$."
+        )
+    else:
+        text += (
+            f" Self-attention's is above its FLOP count's {flop_slope:.2f}: in this build its "
+            "time grew faster than its work."
+        )
+    facts["summary"] = text
+    return facts
+
+
+def self_attention_timing_facts() -> dict[str, str]:
+    """Values and sentences for the prose: `self_attention_timing_verdicts` of this build's run."""
+    return self_attention_timing_verdicts(self_attention_timings())
 
 
 def self_attention_gradient_reach_plot() -> Figure:
@@ -161,6 +344,7 @@ def self_attention_encoding_dot_products() -> Figure:
 FIGURES = (
     self_attention_timing_plot,
     self_attention_timing_table,
+    self_attention_timing_facts,
     self_attention_gradient_reach_plot,
     self_attention_encoding_heatmap,
     self_attention_encoding_columns,
