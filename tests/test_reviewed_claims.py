@@ -100,6 +100,11 @@ CORRECTED = [
     ("scoring-functions.md", "(the multi-head chapter)", "the chapter exists: link it"),
     ("introduction.md", "two groups showed that a neural network could learn", "K&B 2013 first"),
     ("attention-cues.md", "what plays the part of the volitional cue", "d2l's own exercise"),
+    # The second review (issue "Corrections from a second expert review"), the Transformer:
+    ("transformer.md", "the sinusoidal encoding let the Transformer", "measured, not caused"),
+    ("transformer.md", "The experiment measures what each of these buys", "no causal claim"),
+    ("transformer.md", "Such relative methods encode the *offset*", "RoPE degraded in Fig. 1"),
+    ("transformer.md", "both stacks would look different with warmup", "warmup is measured now"),
 ]
 
 
@@ -121,3 +126,23 @@ def test_the_checks_can_fail():
         "Only the output and\none number per query (the log-sum-exp)", CORRECTED[5][1]
     )
     assert dots_in("attn_bwd_dq_inner") > 0
+
+
+def test_the_transformer_chapter_words_its_second_review_fixes_from_the_build():
+    """The tuning, the ceiling and the warm-up stack are stated beside the results they qualify."""
+    import inspect
+
+    from attention_book.figures import transformer, transformer_studies
+
+    findings = inspect.getsource(transformer.transformer_findings)
+    assert "transformer_tuning_caveat(" in findings and "transformer_ceiling(" in findings
+    assert "transformer_length_verdict(" in inspect.getsource(
+        transformer_studies.transformer_length_findings
+    )
+    assert "transformer_norm_warmup_experiment()" in inspect.getsource(transformer_studies)
+    text = " ".join(page("transformer.md").split())
+    # Press et al.'s Figure 1: rotary embeddings degraded too; ALiBi did not.
+    assert "with rotary embeddings" in text and "they degraded all the same" in text
+    # Vaswani et al.'s tied embeddings: what the paper does, and that the book's runs do not.
+    assert "one weight matrix three times" in text and "The book's runs do not share" in text
+    assert "tie_embeddings=True" in text
