@@ -227,8 +227,8 @@ def transformer_norm_verdict(losses: dict[str, list[float]], warmup_steps: int, 
         )
     change = "lower" if warm < post else "higher"
     text += (
-        f"its last 10 steps average {warm:.2f}, {abs(post - warm):.2f} {change} than "
-        f"without warm-up"
+        f"its loss over the last 10 steps averages {warm:.2f}, {abs(post - warm):.2f} {change} "
+        "than without warm-up"
     )
     if warm < pre:
         text += f" and below the pre-norm stack's {pre:.2f}.\n"
