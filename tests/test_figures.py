@@ -215,7 +215,7 @@ def test_the_tuning_caveat_says_how_each_model_was_tuned_and_what_the_other_run_
     above = caveat({"0.0": 97.47, "0.1": 98.35}, "0.1", 96.73)
     assert "The Transformer was trained twice, with label smoothing 0.0 and 0.1" in above
     assert "validation BLEU picked ε = 0.1" in above
-    assert f"a linear warm-up over {TRANSFORMER_CONFIG.warmup_steps} steps" in above
+    assert f"a linear warmup over {TRANSFORMER_CONFIG.warmup_steps} steps" in above
     assert f"to a rate of {TRANSFORMER_CONFIG.lr:g}" in above
     assert "Adam with β₂ = 0.98" in above and "PyTorch's defaults (β₂ = 0.999)" in above
     assert (
@@ -272,16 +272,16 @@ def test_the_norm_verdict_follows_the_three_stacks_numbers():
     assert "1.2 times as much" in slow
     assert "rose from 0.0001 to 0.005 over these 50 steps, below the peak of 0.01" in slow
     assert "that it reaches at step 100" in slow
-    assert "3.00, 0.80 higher than without warm-up, and not below the pre-norm stack's" in slow
+    assert "3.00, 0.80 higher than without warmup, and not below the pre-norm stack's" in slow
     assert "(both post-norm stacks: the same weights, the same first batch)" in slow
     helped = verdict(_norm_losses(post=2.2, pre=1.9, warm=2.0), warmup_steps=100, peak=0.01)
-    assert "2.00, 0.20 lower than without warm-up, and not below the pre-norm" in helped
+    assert "2.00, 0.20 lower than without warmup, and not below the pre-norm" in helped
     best = verdict(_norm_losses(post=2.2, pre=1.9, warm=1.5), warmup_steps=100, peak=0.01)
-    assert "1.50, 0.70 lower than without warm-up and below the pre-norm stack's 1.90" in best
+    assert "1.50, 0.70 lower than without warmup and below the pre-norm stack's 1.90" in best
     past = verdict(_norm_losses(post=1.9, pre=2.2, warm=2.0), warmup_steps=10, peak=0.01)
     assert "the post-norm stack averages a loss of 1.90 and the pre-norm stack 2.20" in past
     assert "reached the peak of 0.01 at step 10 and had decayed to 0.0045 by step 50" in past
     apart = _norm_losses(post=2.2, pre=1.9, warm=3.0)
     apart["post-norm, warm-up"][0] = 5.0
     text = verdict(apart, warmup_steps=100, peak=0.01)
-    assert "6.00 (post-norm), 5.00 (post-norm with warm-up) and 6.00 (pre-norm)" in text
+    assert "6.00 (post-norm), 5.00 (post-norm with warmup) and 6.00 (pre-norm)" in text

@@ -419,7 +419,7 @@ def transformer_tuning_caveat(test_bleu: dict[str, float], chosen: str, bahdanau
     text = (
         f"- The two were not tuned alike. The Transformer was trained {times}, "
         f"with label smoothing {tried}, and validation BLEU picked ε = {chosen}; it follows "
-        f"its own schedule: Adam with β₂ = {ours.betas[1]:g}, a linear warm-up over "
+        f"its own schedule: Adam with β₂ = {ours.betas[1]:g}, a linear warmup over "
         f"{ours.warmup_steps} steps to a rate of {ours.lr:g}, then an inverse-square-root "
         f"decay, for {ours.num_epochs} epochs. The Bahdanau model was trained once, with its "
         f"chapter's fixed settings: Adam with PyTorch's defaults (β₂ = {default_beta2:g}) at a "

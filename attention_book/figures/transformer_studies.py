@@ -2,7 +2,7 @@
 
 Drawing only: the trainings and measurements they show live in
 `attention_book.experiments.transformer_studies`: the length-generalization split, post-norm
-against pre-norm (and post-norm with the main run's warm-up), and decoding with and without the
+against pre-norm (and post-norm with the main run's warmup), and decoding with and without the
 key/value cache.
 """
 
@@ -139,9 +139,9 @@ def transformer_length_samples() -> str:
 
 #: The three deep stacks of the norm section: (result key, legend label, color, line style).
 NORM_STACKS = (
-    ("post-norm", "post-norm, no warm-up", "#d62728", "-"),
-    ("pre-norm", "pre-norm, no warm-up", "#1f77b4", "-"),
-    ("post-norm, warm-up", "post-norm, main run's warm-up", "#2ca02c", "--"),
+    ("post-norm", "post-norm, no warmup", "#d62728", "-"),
+    ("pre-norm", "pre-norm, no warmup", "#1f77b4", "-"),
+    ("post-norm, warm-up", "post-norm, main run's warmup", "#2ca02c", "--"),
 )
 
 
@@ -152,7 +152,7 @@ def _norm_losses() -> dict[str, list[float]]:
 
 
 def transformer_norm_curves() -> Figure:
-    """Training loss at every step of the deep stacks: post-norm and pre-norm, and warm-up."""
+    """Training loss at every step of the deep stacks: post-norm and pre-norm, and warmup."""
     losses = _norm_losses()
     fig = new_figure((5.8, 3.5))
     with plt.rc_context(BOOK_STYLE):
@@ -182,9 +182,9 @@ def transformer_norm_verdict(losses: dict[str, list[float]], warmup_steps: int, 
     """What the three deep stacks show, worded from their losses.
 
     Args:
-        losses: Every step's training loss of "post-norm" and "pre-norm" (no warm-up) and of
+        losses: Every step's training loss of "post-norm" and "pre-norm" (no warmup) and of
             "post-norm, warm-up", all trained for the same number of steps.
-        warmup_steps: The warm-up of the third stack (the main run's).
+        warmup_steps: The warmup of the third stack (the main run's).
         peak: The peak learning rate (the first two stacks' constant rate).
 
     Returns:
@@ -204,31 +204,31 @@ def transformer_norm_verdict(losses: dict[str, list[float]], warmup_steps: int, 
     else:
         text = (
             f"The stacks start from a loss of {first['post-norm']:.2f} (post-norm), "
-            f"{first['post-norm, warm-up']:.2f} (post-norm with warm-up) and "
+            f"{first['post-norm, warm-up']:.2f} (post-norm with warmup) and "
             f"{first['pre-norm']:.2f} (pre-norm). "
         )
     text += (
-        f"Over the last 10 of {num_steps} steps, without warm-up, the {better} "
+        f"Over the last 10 of {num_steps} steps, without warmup, the {better} "
         f"stack averages a loss of {mean[better]:.2f} and the {worse} stack {mean[worse]:.2f}, "
         f"{mean[worse] / mean[better]:.1f} times as much. "
     )
     if num_steps < warmup_steps:
         text += (
-            f"With the main run's warm-up, the post-norm stack's learning rate rose from "
+            f"With the main run's warmup, the post-norm stack's learning rate rose from "
             f"{peak * warmup_inverse_sqrt(0, warmup_steps):.2g} to {last_rate:.2g} over these "
             f"{num_steps} steps, below the peak of {peak:g} that it reaches at step "
             f"{warmup_steps}; "
         )
     else:
         text += (
-            f"With the main run's warm-up, the post-norm stack's learning rate reached the "
+            f"With the main run's warmup, the post-norm stack's learning rate reached the "
             f"peak of {peak:g} at step {warmup_steps} and had decayed to {last_rate:.2g} by "
             f"step {num_steps}; "
         )
     change = "lower" if warm < post else "higher"
     text += (
         f"its loss over the last 10 steps averages {warm:.2f}, {abs(post - warm):.2f} {change} "
-        "than without warm-up"
+        "than without warmup"
     )
     if warm < pre:
         text += f" and below the pre-norm stack's {pre:.2f}.\n"
