@@ -271,7 +271,7 @@ def test_the_norm_verdict_follows_the_three_stacks_numbers():
     assert "the pre-norm stack averages a loss of 1.90 and the post-norm stack 2.20" in slow
     assert "1.2 times as much" in slow
     assert "rose from 0.0001 to 0.005 over these 50 steps, below the peak of 0.01" in slow
-    assert "that it reaches at step 100" in slow
+    assert "that the schedule reaches at step 100" in slow
     assert "3.00, 0.80 higher than without warmup, and not below the pre-norm stack's" in slow
     assert "(both post-norm stacks: the same weights, the same first batch)" in slow
     helped = verdict(_norm_losses(post=2.2, pre=1.9, warm=2.0), warmup_steps=100, peak=0.01)

@@ -216,7 +216,7 @@ def transformer_norm_verdict(losses: dict[str, list[float]], warmup_steps: int, 
         text += (
             f"With the main run's warmup, the post-norm stack's learning rate rose from "
             f"{peak * warmup_inverse_sqrt(0, warmup_steps):.2g} to {last_rate:.2g} over these "
-            f"{num_steps} steps, below the peak of {peak:g} that it reaches at step "
+            f"{num_steps} steps, below the peak of {peak:g} that the schedule reaches at step "
             f"{warmup_steps}; "
         )
     else:
