@@ -325,6 +325,14 @@ class TransformerDecoder(nn.Module):
         max_len: Longest target sequence the positional encoding covers.
         use_cache: Keep projected keys and values between calls (``True``) or recompute the
             whole prefix at every call (``False``).
+        embedding: An embedding table to use instead of a new one, for example the encoder's
+            (with one vocabulary for both languages); it must be ``(vocab_size, num_hiddens)``.
+        tie_embeddings: Make the output layer's weight the embedding table itself, one
+            parameter for both (Vaswani et al., 2017, section 3.4; Press and Wolf, 2017). The
+            lookup is still multiplied by ``sqrt(num_hiddens)``; the output layer is not.
+
+    Raises:
+        ValueError: If ``embedding`` is not a ``(vocab_size, num_hiddens)`` table.
 
     Shapes:
         - X: ``(batch, num_new_steps)`` token indices
@@ -347,12 +355,21 @@ class TransformerDecoder(nn.Module):
         activation: str = "relu",
         max_len: int = 1000,
         use_cache: bool = True,
+        embedding: nn.Embedding | None = None,
+        tie_embeddings: bool = False,
     ) -> None:
         super().__init__()
         self.num_hiddens = num_hiddens
         self.num_blks = num_blks
         self.use_cache = use_cache
-        self.embedding = token_embedding(vocab_size, num_hiddens)
+        if embedding is None:
+            embedding = token_embedding(vocab_size, num_hiddens)
+        elif tuple(embedding.weight.shape) != (vocab_size, num_hiddens):
+            raise ValueError(
+                f"embedding must have shape (vocab_size, num_hiddens) = ({vocab_size}, "
+                f"{num_hiddens}), got {tuple(embedding.weight.shape)}"
+            )
+        self.embedding = embedding
         self.pos_encoding = PositionalEncoding(num_hiddens, dropout, max_len)
         self.blks = nn.ModuleList(
             TransformerDecoderBlock(
@@ -369,6 +386,8 @@ class TransformerDecoder(nn.Module):
         )
         self.final_norm = nn.LayerNorm(num_hiddens) if norm_first else nn.Identity()
         self.dense = nn.Linear(num_hiddens, vocab_size)
+        if tie_embeddings:  # one Parameter of (vocab_size, num_hiddens) for both uses
+            self.dense.weight = self.embedding.weight
         self.self_attention_weights: list[Tensor | None] = [None] * num_blks
         self.cross_attention_weights: list[Tensor | None] = [None] * num_blks
 

@@ -51,3 +51,30 @@ def test_decode_steps_runs_the_given_number_of_steps_with_and_without_cache():
     never = int(outputs[True].max()) + 1
     greedy = greedy_decode(model, src, valid_lens, 1, never, max_len=9)
     assert [t.tokens for t in greedy] == outputs[True].tolist()
+
+
+def test_the_warmup_stack_is_the_post_norm_stack_with_the_main_runs_schedule():
+    from attention_book.experiments.transformer_studies import (
+        NORM_CONFIG,
+        NORM_PROBE,
+        NORM_WARMUP_CONFIG,
+        NORM_WARMUP_PROBE,
+        RUNS,
+        transformer_norm_run,
+        transformer_norm_warmup_run,
+        transformer_studies_key,
+    )
+
+    # A run of its own: the comparison it joins keeps its configuration and its key.
+    assert NORM_WARMUP_CONFIG.norm == NORM_CONFIG and NORM_WARMUP_PROBE.norm == NORM_PROBE
+    names = [run.name for run in RUNS]
+    assert "transformer-norm" in names and "transformer-norm-warmup" in names
+    assert transformer_studies_key(NORM_WARMUP_CONFIG) != transformer_studies_key(NORM_CONFIG)
+    # The same weights and first batch (the first loss is measured before any step), then a
+    # smaller first step: the schedule starts at 1 / warmup_steps of the peak.
+    without = transformer_norm_run(NORM_PROBE)["post-norm"]
+    (warm,) = transformer_norm_warmup_run(NORM_WARMUP_PROBE).values()
+    assert len(warm["step_loss"]) == len(without["step_loss"]) == NORM_PROBE.num_steps
+    assert warm["step_loss"][0] == without["step_loss"][0]
+    assert warm["step_loss"][1] != without["step_loss"][1]
+    assert warm["num_parameters"] == without["num_parameters"]

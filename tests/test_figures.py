@@ -201,3 +201,87 @@ def test_the_extrapolation_verdict_follows_the_numbers():
     curves = _curves(past_alibi=1.0, past_others=3.0)
     curves["alibi"][:6] = [5.0] * 6
     assert "moved by +0.00" in verdict(curves, 8)
+
+
+# ---------------------------------------------------------------------------------------------
+# The Transformer chapter: the sentences whose wording depends on the numbers
+
+
+def test_the_tuning_caveat_says_how_each_model_was_tuned_and_what_the_other_run_scored():
+    from attention_book.experiments.bahdanau import BAHDANAU_CONFIG
+    from attention_book.experiments.transformer import TRANSFORMER_CONFIG
+    from attention_book.figures.transformer import transformer_tuning_caveat as caveat
+
+    above = caveat({"0.0": 97.47, "0.1": 98.35}, "0.1", 96.73)
+    assert "The Transformer was trained twice, with label smoothing 0.0 and 0.1" in above
+    assert "validation BLEU picked ε = 0.1" in above
+    assert f"a linear warmup over {TRANSFORMER_CONFIG.warmup_steps} steps" in above
+    assert f"to a rate of {TRANSFORMER_CONFIG.lr:g}" in above
+    assert "Adam with β₂ = 0.98" in above and "PyTorch's defaults (β₂ = 0.999)" in above
+    assert (
+        f"constant rate of {BAHDANAU_CONFIG.lr:g}, for {BAHDANAU_CONFIG.num_epochs} epochs" in above
+    )
+    assert "The Bahdanau model was trained once" in above and "one seed" in above
+    assert "did not pick (ε = 0.0) scores 97.5 test BLEU, 0.7 points above" in above
+    below = caveat({"0.0": 96.0, "0.1": 98.35}, "0.1", 96.73)
+    assert "did not pick (ε = 0.0) scores 96.0 test BLEU, 0.7 points below" in below
+    assert "did not pick" not in caveat({"0.1": 98.35}, "0.1", 96.73)
+
+
+def test_the_ceiling_bullet_says_how_near_the_top_both_models_are():
+    from attention_book.figures.transformer import transformer_ceiling as ceiling
+
+    near = ceiling({"transformer": 98.354, "attention": 96.734}, {"transformer": 1300,
+                   "attention": 1200}, 1500)  # fmt: skip
+    # Below 100 by the rounded scores the reader sees (98.4 and 96.7), not by the raw ones.
+    assert "the Transformer is 1.6 points below it, the Bahdanau model 3.3" in near
+    assert "equals the reference on 1,300 of the 1,500 test sentences" in near
+    assert "Bahdanau model's on 1,200" in near and "near the ceiling" in near
+    far = ceiling({"transformer": 70.0, "attention": 96.73}, {"transformer": 3,
+                  "attention": 1200}, 1500)  # fmt: skip
+    assert "30.0 points below it" in far and "near the ceiling" not in far
+
+
+def test_the_length_verdict_says_what_was_kept_and_claims_no_cause():
+    from attention_book.figures.transformer_studies import transformer_length_verdict as verdict
+
+    lost = verdict({"transformer": [90.0, 70.0, 45.0], "bahdanau": [80.0, 60.0, 50.0]})
+    assert "the Transformer keeps 50% of its BLEU" in lost and "the Bahdanau model 62%" in lost
+    assert "the Transformer kept less than 80% of it there" in lost
+    assert "less than the Bahdanau model kept" in lost
+    kept = verdict({"transformer": [90.0, 85.0, 81.0], "bahdanau": [80.0, 60.0, 40.0]})
+    assert "kept at least 80% of it there, and more than the Bahdanau model kept" in kept
+    same = verdict({"transformer": [90.0, 60.0, 45.0], "bahdanau": [80.0, 60.0, 40.0]})
+    assert "about as much as the Bahdanau model kept" in same
+    for text in (lost, kept, same):
+        assert "does not show why" in text
+        assert "extrapolate" not in text and "position code" not in text
+
+
+def _norm_losses(post: float, pre: float, warm: float, steps: int = 50) -> dict:
+    """Loss curves (synthetic test data): 6.0 at the first step, then a plateau."""
+    curves = {"post-norm": post, "pre-norm": pre, "post-norm, warm-up": warm}
+    return {name: [6.0] + [value] * (steps - 1) for name, value in curves.items()}
+
+
+def test_the_norm_verdict_follows_the_three_stacks_numbers():
+    from attention_book.figures.transformer_studies import transformer_norm_verdict as verdict
+
+    slow = verdict(_norm_losses(post=2.2, pre=1.9, warm=3.0), warmup_steps=100, peak=0.01)
+    assert "the pre-norm stack averages a loss of 1.90 and the post-norm stack 2.20" in slow
+    assert "1.2 times as much" in slow
+    assert "rose from 0.0001 to 0.005 over these 50 steps, below the peak of 0.01" in slow
+    assert "that the schedule reaches at step 100" in slow
+    assert "3.00, 0.80 higher than without warmup, and not below the pre-norm stack's" in slow
+    assert "(both post-norm stacks: the same weights, the same first batch)" in slow
+    helped = verdict(_norm_losses(post=2.2, pre=1.9, warm=2.0), warmup_steps=100, peak=0.01)
+    assert "2.00, 0.20 lower than without warmup, and not below the pre-norm" in helped
+    best = verdict(_norm_losses(post=2.2, pre=1.9, warm=1.5), warmup_steps=100, peak=0.01)
+    assert "1.50, 0.70 lower than without warmup and below the pre-norm stack's 1.90" in best
+    past = verdict(_norm_losses(post=1.9, pre=2.2, warm=2.0), warmup_steps=10, peak=0.01)
+    assert "the post-norm stack averages a loss of 1.90 and the pre-norm stack 2.20" in past
+    assert "reached the peak of 0.01 at step 10 and had decayed to 0.0045 by step 50" in past
+    apart = _norm_losses(post=2.2, pre=1.9, warm=3.0)
+    apart["post-norm, warm-up"][0] = 5.0
+    text = verdict(apart, warmup_steps=100, peak=0.01)
+    assert "6.00 (post-norm), 5.00 (post-norm with warmup) and 6.00 (pre-norm)" in text

@@ -127,6 +127,10 @@ CORRECTED = [
     ("multihead-attention.md", "and the number of operations do not change", "products only"),
     ("multihead-attention.md", "nor the number of operations", "the softmax grows with h"),
     ("multihead-attention.md", "so parameters grow like $h$", "the W_o built was hd x hd"),
+    ("transformer.md", "the sinusoidal encoding let the Transformer", "measured, not caused"),
+    ("transformer.md", "The experiment measures what each of these buys", "no causal claim"),
+    ("transformer.md", "Such relative methods encode the *offset*", "RoPE degraded in Fig. 1"),
+    ("transformer.md", "both stacks would look different with warmup", "warmup is measured now"),
 ]
 
 
@@ -247,3 +251,23 @@ def test_multihead_says_what_heads_buy_in_real_models():
         assert author in references, author
     for key in ("weak_top1", "weak_top2", "weak_mass", "weak_other", "verdict"):
         assert f"{{{{ build:multihead_binding_facts.{key} }}}}" in text, key
+
+
+def test_the_transformer_chapter_words_its_second_review_fixes_from_the_build():
+    """The tuning, the ceiling and the warm-up stack are stated beside the results they qualify."""
+    import inspect
+
+    from attention_book.figures import transformer, transformer_studies
+
+    findings = inspect.getsource(transformer.transformer_findings)
+    assert "transformer_tuning_caveat(" in findings and "transformer_ceiling(" in findings
+    assert "transformer_length_verdict(" in inspect.getsource(
+        transformer_studies.transformer_length_findings
+    )
+    assert "transformer_norm_warmup_experiment()" in inspect.getsource(transformer_studies)
+    text = " ".join(page("transformer.md").split())
+    # Press et al.'s Figure 1: rotary embeddings degraded too; ALiBi did not.
+    assert "with rotary embeddings" in text and "they degraded all the same" in text
+    # Vaswani et al.'s tied embeddings: what the paper does, and that the book's runs do not.
+    assert "one weight matrix three times" in text and "The book's runs do not share" in text
+    assert "tie_embeddings=True" in text

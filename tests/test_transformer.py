@@ -1,3 +1,4 @@
+import inspect
 import math
 
 import pytest
@@ -6,6 +7,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from attention_book.multihead import MultiHeadAttention, split_heads
+from attention_book.training.metrics import num_parameters
 from attention_book.transformer import (
     AddNorm,
     DecoderState,
@@ -545,3 +547,71 @@ def test_cached_and_uncached_greedy_decoding_give_identical_tokens():
         assert cached.score == pytest.approx(uncached.score, abs=1e-5)
         torch.testing.assert_close(cached.attention_weights, uncached.attention_weights)
     assert max(len(t.tokens) for t in results[True][0]) > 3  # the test decodes long enough
+
+
+# Tied embeddings (Vaswani et al., 2017, section 3.4): an option, off by default -------------
+
+
+def test_the_decoder_ties_its_embedding_and_output_layer_only_when_asked():
+    untied = TransformerDecoder(50, 16, 32, 4, 2, 0.0)
+    assert untied.dense.weight is not untied.embedding.weight
+    tied = TransformerDecoder(50, 16, 32, 4, 2, 0.0, tie_embeddings=True)
+    # One Parameter, one storage: the output layer's weight is the embedding table itself.
+    assert tied.dense.weight is tied.embedding.weight
+    assert tied.dense.weight.data_ptr() == tied.embedding.weight.data_ptr()
+    shared = [name for name, p in tied.named_parameters() if p is tied.embedding.weight]
+    assert shared == ["embedding.weight"]
+    # The count drops by exactly one vocab_size x num_hiddens matrix (the output bias stays).
+    assert num_parameters(untied) - num_parameters(tied) == 50 * 16
+
+
+def test_tied_weights_collect_the_gradients_of_both_uses():
+    torch.manual_seed(0)
+    tied = TransformerDecoder(30, 16, 32, 4, 2, 0.0, tie_embeddings=True).double()
+    untied = TransformerDecoder(30, 16, 32, 4, 2, 0.0).double()
+    untied.load_state_dict(tied.state_dict())  # the same numbers, in two separate tensors
+    assert torch.equal(untied.dense.weight, untied.embedding.weight)
+    tokens = torch.randint(0, 30, (2, 6))
+    enc_outputs = torch.randn(2, 4, 16, dtype=torch.float64)
+    for decoder in (tied, untied):
+        logits, _ = decoder(tokens, decoder.init_state(enc_outputs))
+        (logits**2).mean().backward()
+    both = untied.embedding.weight.grad + untied.dense.weight.grad
+    torch.testing.assert_close(tied.embedding.weight.grad, both, **TOL)
+    # Both uses contribute: neither gradient alone is the tied one.
+    assert untied.embedding.weight.grad.abs().sum() > 0
+    assert untied.dense.weight.grad.abs().sum() > 0
+
+
+def test_three_way_tying_shares_the_encoders_table_when_the_vocabularies_are_one():
+    encoder = TransformerEncoder(40, 16, 32, 4, 2, 0.0)
+    decoder = TransformerDecoder(
+        40, 16, 32, 4, 2, 0.0, embedding=encoder.embedding, tie_embeddings=True
+    )
+    assert decoder.embedding is encoder.embedding
+    assert decoder.dense.weight is encoder.embedding.weight
+    separate = nn.ModuleList([TransformerEncoder(40, 16, 32, 4, 2, 0.0),
+                              TransformerDecoder(40, 16, 32, 4, 2, 0.0)])  # fmt: skip
+    assert num_parameters(separate) - num_parameters(nn.ModuleList([encoder, decoder])) == (
+        2 * 40 * 16
+    )
+
+
+@pytest.mark.parametrize(
+    "embedding,got",
+    [(nn.Embedding(40, 16), r"\(40, 16\)"), (nn.Embedding(50, 8), r"\(50, 8\)")],
+    ids=["another vocabulary", "another width"],
+)
+def test_an_embedding_of_the_wrong_shape_cannot_be_shared(embedding, got):
+    message = rf"embedding must have shape \(vocab_size, num_hiddens\) = \(50, 16\), got {got}"
+    with pytest.raises(ValueError, match=message):
+        TransformerDecoder(50, 16, 32, 4, 2, 0.0, embedding=embedding, tie_embeddings=True)
+    with pytest.raises(ValueError, match="embedding"):
+        TransformerDecoder(50, 16, 32, 4, 2, 0.0, embedding=embedding)
+
+
+def test_tying_options_are_keyword_only_and_off_by_default():
+    parameters = inspect.signature(TransformerDecoder).parameters
+    for name, default in (("embedding", None), ("tie_embeddings", False)):
+        assert parameters[name].kind is inspect.Parameter.KEYWORD_ONLY
+        assert parameters[name].default is default
