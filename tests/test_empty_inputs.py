@@ -156,14 +156,12 @@ def causal(num_queries, num_keys, bottom_right):
 
 
 def sdpa(q, k, v, mask, **options):
-    """PyTorch's attention, which gives zeros to rows that see no key (see below)."""
+    """PyTorch's attention: zeros for rows that see no key (`test_what_pytorch_answers`)."""
     return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, **options)
 
 
 def softmax_with_the_book_rule(scores, mask):
     """PyTorch's softmax of the visible scores; rows that see no key: zeros."""
-    if mask is None:
-        return F.softmax(scores, dim=-1)
     alive = mask.any(dim=-1, keepdim=True)
     hidden = scores.masked_fill(~mask, NEG_INF).masked_fill(~alive, 0.0)
     return torch.where(alive, F.softmax(hidden, dim=-1), 0.0)
