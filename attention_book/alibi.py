@@ -62,7 +62,7 @@ def alibi_bias(
     + q``. Added to the scaled scores, the ``-inf`` entries are the causal mask.
 
     Args:
-        num_queries: Number of queries (the last positions).
+        num_queries: Number of queries (the last positions); 0 gives an empty bias.
         num_keys: Number of keys, at least ``num_queries``.
         num_heads: Number of heads, a power of two (see `alibi_slopes`).
         device: Device of the result.
@@ -75,12 +75,12 @@ def alibi_bias(
         - returns: ``(num_heads, num_queries, num_keys)``
 
     Raises:
-        ValueError: If ``num_queries`` is below 1, ``num_keys`` below ``num_queries``,
+        ValueError: If ``num_queries`` is negative, ``num_keys`` below ``num_queries``,
             ``num_heads`` not a power of two, or ``dtype`` not a floating-point dtype.
     """
-    if num_queries < 1 or num_keys < num_queries:
+    if num_queries < 0 or num_keys < num_queries:
         raise ValueError(
-            f"need 1 <= num_queries <= num_keys (the queries are the last keys), got "
+            f"need 0 <= num_queries <= num_keys (the queries are the last keys), got "
             f"num_queries={num_queries} and num_keys={num_keys}"
         )
     if not dtype.is_floating_point:

@@ -17,6 +17,7 @@ from attention_book.masking import causal_mask, combine_masks, masked_softmax
 from attention_book.validation import (
     check_bool_mask,
     check_dims,
+    check_feature_size,
     check_keys_values,
     check_leading_axes,
 )
@@ -156,6 +157,10 @@ class DotProductAttention(nn.Module):
       ``self.attention_weights`` is set to ``None``. Fully masked rows still give zero output.
       With dropout in training mode the two paths draw different random masks.
 
+    Empty inputs give what ``scaled_dot_product_attention`` gives, on both paths: a batch or a
+    number of queries of 0 gives an empty output, and a query with no key to attend to (0 keys,
+    a valid length of 0, a fully masked row) gets a zero vector and zero gradients.
+
     Choose the path in the constructor, or per call with the ``need_weights`` argument of
     ``forward``.
 
@@ -207,8 +212,8 @@ class DotProductAttention(nn.Module):
 
         Raises:
             ValueError: If the inputs do not have 3 or 4 dims (all the same), queries and keys
-                differ in size ``d``, keys and values differ in length, the leading axes
-                differ, or a mask is malformed.
+                differ in size ``d`` or have ``d = 0``, keys and values differ in length, the
+                leading axes differ, or a mask is malformed.
         """
         layout = "(batch, [num_heads,] n, d)"
         check_dims("queries", queries, (3, 4), layout)
@@ -219,6 +224,7 @@ class DotProductAttention(nn.Module):
                 f"queries and keys must have the same size d (last dim), got queries of shape "
                 f"{tuple(queries.shape)} and keys of shape {tuple(keys.shape)}"
             )
+        check_feature_size("queries", queries)
         check_keys_values(keys, values)
         check_leading_axes(queries, keys, values)
         if attn_mask is not None:

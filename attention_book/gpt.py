@@ -186,6 +186,8 @@ class CausalSelfAttention(nn.Module):
         values = values.repeat_interleave(group, dim=1)
         if cache is None:
             return linear_attention(queries, keys, values, causal=True)
+        if queries.shape[2] == 0:  # no new position: nothing to add to the sums
+            return values  # (batch, num_heads, 0, head_dim)
         state, outputs = cache.read(layer), []
         for t in range(queries.shape[2]):  # the recurrent form, one position at a time
             output, state = causal_linear_attention_step(

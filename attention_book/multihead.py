@@ -124,7 +124,7 @@ class MultiHeadAttention(nn.Module):
         - attention_weights: ``(batch, num_heads, num_queries, num_keys)``
 
     Raises:
-        ValueError: If ``num_hiddens`` is not divisible by ``num_heads``.
+        ValueError: If ``num_hiddens`` is not a positive multiple of ``num_heads``.
     """
 
     def __init__(
@@ -140,9 +140,10 @@ class MultiHeadAttention(nn.Module):
         need_weights: bool = True,
     ):
         super().__init__()
-        if num_heads <= 0 or num_hiddens % num_heads != 0:
+        if num_heads <= 0 or num_hiddens <= 0 or num_hiddens % num_heads != 0:
             raise ValueError(
-                f"num_hiddens={num_hiddens} must be divisible by num_heads={num_heads}"
+                f"num_hiddens={num_hiddens} must be divisible by num_heads={num_heads}, "
+                "both positive"
             )
         self.num_heads = num_heads
         self.head_dim = num_hiddens // num_heads
@@ -239,8 +240,8 @@ class GroupedQueryAttention(nn.Module):
         - attention_weights: ``(batch, num_heads, num_queries, num_keys)``
 
     Raises:
-        ValueError: If ``num_heads`` does not divide ``num_hiddens`` or ``num_kv_heads`` does
-            not divide ``num_heads``.
+        ValueError: If ``num_hiddens`` is not a positive multiple of ``num_heads`` or
+            ``num_kv_heads`` does not divide ``num_heads``.
     """
 
     def __init__(
@@ -257,9 +258,10 @@ class GroupedQueryAttention(nn.Module):
         need_weights: bool = True,
     ):
         super().__init__()
-        if num_heads <= 0 or num_hiddens % num_heads != 0:
+        if num_heads <= 0 or num_hiddens <= 0 or num_hiddens % num_heads != 0:
             raise ValueError(
-                f"num_hiddens={num_hiddens} must be divisible by num_heads={num_heads}"
+                f"num_hiddens={num_hiddens} must be divisible by num_heads={num_heads}, "
+                "both positive"
             )
         if num_kv_heads <= 0 or num_heads % num_kv_heads != 0:
             raise ValueError(

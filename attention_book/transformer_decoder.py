@@ -429,9 +429,10 @@ class TransformerDecoder(nn.Module):
             state.tokens = X if state.tokens is None else torch.cat((state.tokens, X), dim=1)
             fresh = DecoderState.empty(state.enc_outputs, state.enc_valid_lens, self.num_blks)
             logits = self._decode(state.tokens, fresh)
+            first_new = state.tokens.shape[1] - num_new_steps  # not -num_new_steps: it may be 0
             for weights in (self.self_attention_weights, self.cross_attention_weights):
-                weights[:] = [None if w is None else w[..., -num_new_steps:, :] for w in weights]
-            return logits[:, -num_new_steps:], state
+                weights[:] = [None if w is None else w[..., first_new:, :] for w in weights]
+            return logits[:, first_new:], state
         return self._decode(X, state), state
 
     def _decode(self, X: Tensor, state: DecoderState) -> Tensor:

@@ -15,6 +15,7 @@ __all__ = [
     "check_attention_inputs",
     "check_bool_mask",
     "check_dims",
+    "check_feature_size",
     "check_hidden_states",
     "check_keys_values",
     "check_leading_axes",
@@ -37,6 +38,25 @@ def check_dims(name: str, X: Tensor, allowed: tuple[int, ...], layout: str) -> N
         raise ValueError(
             f"{name} must have {' or '.join(map(str, allowed))} dims {layout}, "
             f"got shape {tuple(X.shape)}"
+        )
+
+
+def check_feature_size(name: str, X: Tensor, size_name: str = "d") -> None:
+    """Raise ``ValueError`` unless the last axis of ``X``, the size of queries and keys, is >= 1.
+
+    Scaled dot-product attention divides the scores by ``sqrt(d)``: with ``d = 0`` every score
+    would be ``0 / 0``. PyTorch's ``scaled_dot_product_attention`` then gives every key the
+    same weight; the book refuses the input instead, on every path and backend.
+
+    Args:
+        name: The argument's name, for the message.
+        X: Queries (or keys), ``(..., d)``.
+        size_name: The name of the last axis, for the message (``"d"``, ``"head_dim"``).
+    """
+    if X.shape[-1] < 1:
+        raise ValueError(
+            f"{name} must have {size_name} >= 1 (its last dim; the scores are divided by "
+            f"sqrt({size_name})), got shape {tuple(X.shape)}"
         )
 
 

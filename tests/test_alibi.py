@@ -83,8 +83,9 @@ def test_bad_input_raises():
         alibi_slopes(2.0)
     with pytest.raises(ValueError, match=r"num_queries <= num_keys.*num_queries=5 and num_keys=3"):
         alibi_bias(5, 3, 4)
-    with pytest.raises(ValueError, match=r"num_queries=0"):
-        alibi_bias(0, 3, 4)
+    with pytest.raises(ValueError, match=r"0 <= num_queries.*num_queries=-1"):
+        alibi_bias(-1, 3, 4)
+    assert alibi_bias(0, 3, 4).shape == (4, 0, 3)  # no query (an empty step): an empty bias
     with pytest.raises(ValueError, match=r"floating-point dtype, got torch.int64"):
         alibi_bias(2, 3, 4, dtype=torch.long)
     with pytest.raises(ValueError, match=r"power of two, got 6"):

@@ -589,3 +589,75 @@ def test_tuning_configs_by_gpu_generation_and_head_dim():
     for kernel in launch.TUNING_CONFIGS.values():
         for by_head_dim in kernel.values():
             assert sorted(by_head_dim) == [16, 32, 64, 128]
+
+
+# ---------------------------------------------------------------------------------------------
+# Empty inputs: the same answer from both backends (tests/test_empty_inputs.py draws more)
+# ---------------------------------------------------------------------------------------------
+
+
+def test_reference_with_an_empty_batch_and_valid_lens_gives_an_empty_output():
+    q = torch.randn(0, 2, 8, 32)
+    out = flash_attention(
+        q, q, q, backend="reference", valid_lens=torch.zeros(0, dtype=torch.long)
+    )  # was: RuntimeError: max(): Expected reduction dim to be specified ...
+    assert out.shape == (0, 2, 8, 32)
+
+
+def test_triton_with_zero_keys_gives_zeros_and_lse_minus_inf_like_the_reference(triton_device):
+    q = torch.randn(2, 2, 8, 32)
+    k = torch.randn(2, 2, 0, 32)
+    out, lse = flash_attention(q, k, k, backend="reference", return_lse=True)
+    assert torch.equal(out, torch.zeros(2, 2, 8, 32))
+    assert torch.equal(lse, torch.full((2, 2, 8), float("-inf")))
+    q, k = on(triton_device, q, k)
+    out, lse = flash_attention(q, k, k, backend="triton", return_lse=True)  # was: AssertionError
+    assert torch.equal(out.cpu(), torch.zeros(2, 2, 8, 32))
+    assert torch.equal(lse.cpu(), torch.full((2, 2, 8), float("-inf")))
+
+
+# (batch, num_heads, q_len, k_len, valid_lens)
+EMPTY_CASES = [
+    pytest.param(0, 2, 8, 8, None, id="batch-0"),
+    pytest.param(0, 2, 8, 8, [], id="batch-0-valid_lens"),
+    pytest.param(2, 0, 8, 8, [3, 0], id="heads-0"),
+    pytest.param(2, 2, 0, 8, [3, 0], id="queries-0"),
+    pytest.param(2, 2, 8, 0, None, id="keys-0"),
+    pytest.param(2, 2, 8, 0, [3, 0], id="keys-0-valid_lens"),
+    pytest.param(0, 2, 0, 0, [], id="all-0"),
+]
+
+
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("batch,num_heads,q_len,k_len,valid_lens", EMPTY_CASES)
+def test_empty_inputs_give_the_same_answer_on_both_backends(
+    triton_device, batch, num_heads, q_len, k_len, valid_lens, causal
+):
+    """Output and lse shaped as always, zeros and -inf where a row sees no key, and gradients
+    of the inputs' shapes: zeros, never NaN, from the reference and from the kernels."""
+    q, k, v, grad_out = make_inputs(batch, num_heads, q_len, k_len, 16, torch.float32)
+    lens = None if valid_lens is None else torch.tensor(valid_lens, dtype=torch.long)
+    options = {"causal": causal, "valid_lens": lens}
+    expected = forward_backward(reference, q, k, v, grad_out, **options)
+    zeros = (
+        torch.zeros_like(q),
+        torch.full((batch, num_heads, q_len), float("-inf")),
+        torch.zeros_like(q),
+        torch.zeros_like(k),
+        torch.zeros_like(v),
+    )
+    lens = None if lens is None else lens.to(triton_device)
+    got = forward_backward(
+        triton_kernel, *on(triton_device, q, k, v, grad_out), causal=causal, valid_lens=lens
+    )
+    names = ("out", "lse", "dq", "dk", "dv")
+    for name, a, b, zero in zip(names, got, expected, zeros, strict=True):
+        assert torch.equal(b, zero), f"reference {name}"
+        assert torch.equal(a, zero), f"triton {name}"
+
+
+def test_a_head_dim_of_zero_is_a_value_error_on_both_backends():
+    q = torch.randn(2, 2, 4, 0)
+    for backend in ("reference", "triton"):
+        with pytest.raises(ValueError, match=r"head_dim.*\(2, 2, 4, 0\)"):
+            flash_attention(q, q, q, backend=backend)

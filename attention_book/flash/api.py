@@ -13,6 +13,7 @@ import importlib.util
 import torch
 
 from attention_book.flash.reference import TiledAttention
+from attention_book.validation import check_feature_size
 
 __all__ = ["flash_attention"]
 
@@ -56,7 +57,11 @@ def flash_attention(
         return_lse: Also return the log-sum-exp of each query row.
 
     Returns:
-        The attention output, and the log-sum-exp if `return_lse`.
+        The attention output, and the log-sum-exp if `return_lse`. Every size but ``head_dim``
+        may be 0, with the same answer on both backends: the outputs have the shapes below
+        (empty when there is no batch, head or query), a query that sees no key (no keys, a
+        valid length of 0, a causal row with ``q_len > k_len``) gets zeros and an lse of
+        ``-inf``, and every gradient has its input's shape, zeros where nothing was seen.
 
     Shapes:
         - q: (batch, num_heads, q_len, head_dim)
@@ -65,8 +70,8 @@ def flash_attention(
         - returns: (batch, num_heads, q_len, head_dim) [and (batch, num_heads, q_len)]
 
     Raises:
-        ValueError: For shapes, dtypes, head dims, block sizes, a backend or (for Triton) a
-            scale that do not fit.
+        ValueError: For shapes, dtypes, head dims (0 included), block sizes, a backend or
+            (for Triton) a scale that do not fit.
         ImportError: For ``backend="triton"`` when Triton is not installed.
         RuntimeError: For ``backend="triton"`` when the tensors' device does not fit the mode
             Triton runs in (CPU tensors need ``TRITON_INTERPRET=1`` set before Triton is
@@ -115,6 +120,7 @@ def _check_inputs(
         if tensor.dtype not in dtypes:
             names = ", ".join(str(d).removeprefix("torch.") for d in dtypes)
             raise ValueError(f"{name} must have dtype in ({names}), got {tensor.dtype}")
+    check_feature_size("q", q, "head_dim")
     batch, num_heads, _, head_dim = q.shape
     if k.shape[:2] != (batch, num_heads) or k.shape[-1] != head_dim:
         raise ValueError(

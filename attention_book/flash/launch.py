@@ -348,7 +348,9 @@ def triton_attention_forward(
         block_n: Keys per inner step (default: autotuned, 32 for float32, 16 interpreted).
 
     Returns:
-        The output (inputs' dtype) and the float32 natural log-sum-exp.
+        The output (inputs' dtype) and the float32 natural log-sum-exp. When a size is 0 (no
+        batch, head, query or key) nothing is launched: the output is zeros (empty, or rows
+        that see no key) and the log-sum-exp ``-inf``, as the reference computes them.
 
     Shapes:
         - q: (batch, num_heads, q_len, head_dim)
@@ -359,6 +361,11 @@ def triton_attention_forward(
     batch, num_heads, q_len, head_dim = q.shape
     k_len = k.shape[-2]
     scale = head_dim**-0.5 if scale is None else scale
+    if q.numel() == 0 or k.numel() == 0:
+        # Nothing to launch (a descriptor needs every size positive): no query, or queries
+        # that see no key, which get zeros and an lse of -inf, as in the reference.
+        out = torch.zeros_like(q, memory_format=torch.contiguous_format)
+        return out, torch.full((batch, num_heads, q_len), float("-inf"), device=q.device)
     qk_scale = scale * kernels.LOG2_E.value  # the kernels compute exp(x) as exp2(x * log2(e))
     q_, k_, v_ = (_tma_layout(t) for t in (q, k, v))  # usually q, k, v themselves
     out = torch.empty_like(q_, memory_format=torch.contiguous_format)
@@ -409,7 +416,8 @@ def triton_attention_backward(
         block_n: Keys per block.
 
     Returns:
-        The gradients with respect to `q`, `k` and `v`, in the inputs' dtype.
+        The gradients with respect to `q`, `k` and `v`, in the inputs' dtype: zeros, launching
+        nothing, when a size is 0.
 
     Shapes:
         - q, out, grad_out: (batch, num_heads, q_len, head_dim)
@@ -418,6 +426,8 @@ def triton_attention_backward(
         - returns: the shapes of q, k and v
     """
     launch = _prepare(q, block_m, block_n, scale)
+    if q.numel() == 0 or k.numel() == 0:  # as in the forward pass: nothing to launch
+        return torch.zeros_like(q), torch.zeros_like(k), torch.zeros_like(v)
     batch, num_heads, q_len, head_dim = q.shape
     k_len = k.shape[-2]
     scale = head_dim**-0.5 if scale is None else scale

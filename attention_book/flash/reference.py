@@ -200,7 +200,9 @@ def _keys_to_visit(
     valid_lens: torch.Tensor | None,
 ) -> int:
     """How many keys a block of queries must read: the rest are padding or in its future."""
-    end_n = k_len if valid_lens is None else min(k_len, int(valid_lens.max()))
+    end_n = k_len
+    if valid_lens is not None and valid_lens.numel() > 0:  # an empty batch has no lengths
+        end_n = min(k_len, int(valid_lens.max()))
     if causal:  # the block's last query sees keys up to (start_m + rows - 1) + k_len - q_len
         end_n = max(0, min(end_n, start_m + rows + k_len - q_len))
     return end_n
