@@ -8,16 +8,20 @@
    adds MathJax (`booktools.mathjax`) and one notebook per chapter (`booktools.notebooks`).
 3. ``on_page_markdown``: expands the listings of package source (`booktools.listings`), puts a
    note of what it trains before each block that may train (`booktools.notes`), inserts the
-   build fragments, shows each figure in light and dark, and links each chapter's notebook.
+   build fragments, shows each figure in light and dark, links each chapter's notebook, and
+   puts a deep dive's note under its title (`booktools.reading`).
 4. ``on_post_page``: fails the build on an attribute list left as text in a page
-   (`booktools.attr_lists`), and strips the CDN script tags that nbconvert adds to notebook
-   pages; the site's own MathJax renders their math.
-5. ``on_post_build``: the referee (`booktools.referee`): the headline numbers of every trained
-   result in the store against those recorded for it.
+   (`booktools.attr_lists`), measures each chapter page against the core budget and shows its
+   reading time (`booktools.reading`), and strips the CDN script tags that nbconvert adds to
+   notebook pages; the site's own MathJax renders their math.
+5. ``on_post_build``: logs every chapter page's length, and runs the referee
+   (`booktools.referee`): the headline numbers of every trained result in the store against
+   those recorded for it.
 """
 
 from __future__ import annotations
 
+import logging
 import re
 from pathlib import Path
 
@@ -30,8 +34,11 @@ from booktools.listings import expand_listings
 from booktools.mathjax import add_mathjax
 from booktools.notebooks import CHAPTERS, add_notebooks, notebook_uri
 from booktools.notes import first_run_notes
+from booktools.reading import deep_dive_note, length_report, measure_page
 from booktools.referee import referee
 from booktools.state import BuildState
+
+log = logging.getLogger("mkdocs.hooks.book")
 
 #: The key of the configuration under which a build keeps its `BuildState`.
 STATE = "booktools_state"
@@ -118,6 +125,7 @@ def on_page_markdown(markdown: str, page, config, files: Files) -> str:
         title = next((k for k, line in enumerate(lines) if line.startswith("# ")), -1)
         lines.insert(title + 1, f"\n{link}\n")
         markdown = "\n".join(lines)
+        markdown = deep_dive_note(markdown, page.meta, page.file.src_uri, Path(config["docs_dir"]))
     return markdown
 
 
@@ -136,9 +144,13 @@ def on_post_page(output: str, page, config) -> str:
         The HTML, without those scripts on notebook pages.
 
     Raises:
-        PluginError: If the page shows an attribute-list marker as text, naming the page.
+        PluginError: If the page shows an attribute-list marker as text, or is a core chapter
+            page over the budget of `booktools.reading`, naming the page.
     """
     check_attribute_lists(output, page.file.src_uri)
+    if page.file.src_uri.startswith(CHAPTERS) and page.file.src_uri.endswith(".md"):
+        lengths = build_state(config).page_lengths
+        output = measure_page(output, page.file.src_uri, page.meta, lengths)
     if page.file.src_uri.endswith((".py", ".ipynb")):
         output = CDN_SCRIPT.sub("", output)
         output = MODULE_IMPORT.sub("", output)
@@ -148,7 +160,12 @@ def on_post_page(output: str, page, config) -> str:
 def on_post_build(config) -> None:
     """Checks of the built book as a whole, after every page is written: the referee.
 
+    First it logs the length and reading time of every chapter page, longest first.
+
     Args:
         config: The mkdocs configuration.
     """
+    lengths = build_state(config).page_lengths
+    if lengths:
+        log.info("chapter pages, characters of text:\n%s", length_report(lengths))
     referee()

@@ -26,10 +26,13 @@ class BuildState:
             each value of a figure that returns values, by ``NAME.KEY``.
         frames: Each figure drawn as `Frames` (one drawing per value of a control): its
             ``control``, its ``labels`` and its ``start`` frame, by figure name.
+        page_lengths: Each chapter page's characters of text (`booktools.reading`), by its
+            path under ``docs/``.
     """
 
     fragments: dict[str, str] = field(default_factory=dict)
     frames: dict[str, dict] = field(default_factory=dict)
+    page_lengths: dict[str, int] = field(default_factory=dict)
 
     def fragment(self, name: str, page: str) -> str:
         """The Markdown of a build fragment.

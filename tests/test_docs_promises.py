@@ -24,6 +24,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from booktools.reading import deep_dive_of
+
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
 LINK = re.compile(r"(?<!!)\[(?P<text>[^\]]+)\]\((?P<target>[^)\s]+)\)")
@@ -57,8 +59,8 @@ def nav() -> list[tuple[str | None, str, str]]:
                 entries.append((part, item, item))
                 continue
             ((title, value),) = item.items()
-            if isinstance(value, list):
-                walk(value, title)
+            if isinstance(value, list):  # a part, or a chapter with deep dives inside a part
+                walk(value, part or title)
             else:
                 entries.append((part, title, value))
 
@@ -71,7 +73,12 @@ def nav_pages() -> list[str]:
 
 
 def chapter_pages() -> list[str]:
-    return [page for page in nav_pages() if page.startswith("chapters/")]
+    """The chapters' core pages, in the nav's order (deep dives left out)."""
+    return [
+        page
+        for page in nav_pages()
+        if page.startswith("chapters/") and deep_dive_of(page, DOCS) is None
+    ]
 
 
 def resolve(target: str, page: str) -> str | None:
