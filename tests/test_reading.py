@@ -207,3 +207,72 @@ def test_the_summary_check_fails_on_what_it_must_reject():
     assert summary_problems(two, "p") == ["p: the summary has 2 list items, not 3 to 5"]
     late = good.replace("## Exercises", "## More\n\n## Exercises")
     assert summary_problems(late, "p") == ["p: '## Exercises' must follow the summary"]
+
+
+# ---------------------------------------------------------------------------------------------
+# The learning path of the home page
+
+
+def learning_path(text: str) -> list[dict[str, str]]:
+    """The rows of the home page's learning path: step, title, page, read_first, route."""
+    body = re.search(r"^## A learning path\n(.*?)(?=^## )", text, re.S | re.M)
+    rows = []
+    for line in (body[1] if body else "").splitlines():
+        if not line.startswith("|") or line.startswith(("| Step", "| ---")):
+            continue
+        step, chapter, first, route = (cell.strip() for cell in line.strip("|").split("|"))
+        link = re.fullmatch(r"\[(?P<title>[^\]]+)\]\((?P<page>[^)]+)\)", chapter)
+        rows.append(
+            {
+                "step": step,
+                "title": link["title"] if link else chapter,
+                "page": link["page"] if link else "",
+                "read_first": first,
+                "route": route,
+            }
+        )
+    return rows
+
+
+def learning_path_problems(text: str, core_pages: list[str]) -> list[str]:
+    """The path lists every core chapter once, in the nav's order; prerequisites come earlier."""
+    rows = learning_path(text)
+    problems = []
+    if [row["page"] for row in rows] != core_pages:
+        problems.append(
+            f"the learning path lists {[r['page'] for r in rows]}, the nav's core chapters are "
+            f"{core_pages}"
+        )
+    seen: list[str] = []
+    for number, row in enumerate(rows, start=1):
+        if row["step"] != str(number):
+            problems.append(f"{row['title']}: step {row['step']}, expected {number}")
+        if row["route"] not in ("core", "optional"):
+            problems.append(f"{row['title']}: route {row['route']!r} is neither core nor optional")
+        if seen:  # the first row names what a reader brings, not a chapter
+            for needed in (part.strip() for part in row["read_first"].split(",")):
+                if needed not in seen:
+                    problems.append(f"{row['title']} needs {needed!r}, which is not earlier")
+        seen.append(row["title"])
+    return problems
+
+
+def test_the_learning_path_is_the_nav_and_its_prerequisites_come_first():
+    text = (DOCS / "index.md").read_text(encoding="utf-8")
+    core = [page for page in chapter_pages() if deep_dive_of(page, DOCS) is None]
+    assert learning_path_problems(text, core) == []
+    assert sum(row["route"] == "core" for row in learning_path(text)) >= 5
+
+
+def test_the_learning_path_check_fails_on_what_it_must_reject():
+    text = (
+        "## A learning path\n\n| Step | Chapter | Read first | Route |\n| --- | --- | --- | --- |\n"
+        "| 1 | [A](chapters/a.md) | Python | core |\n"
+        "| 3 | [B](chapters/b.md) | C | maybe |\n\n## Next\n"
+    )
+    assert learning_path_problems(text, ["chapters/a.md", "chapters/b.md"]) == [
+        "B: step 3, expected 2",
+        "B: route 'maybe' is neither core nor optional",
+        "B needs 'C', which is not earlier",
+    ]
+    assert learning_path_problems(text, ["chapters/b.md"])[0].startswith("the learning path lists")
