@@ -20,12 +20,15 @@ export NO_MKDOCS_2_WARNING := 1
 
 setup: $(STAMP)
 
-# Re-run the install whenever the pins or the package metadata change.
-$(STAMP): requirements.txt pyproject.toml
+# Re-run the install whenever the pins or the package metadata change. KaTeX (the math of the
+# pages, rendered at build time) is fetched once from the npm registry and checked against the
+# digest pinned in booktools/katex-lock.json: see booktools/katex.py.
+$(STAMP): requirements.txt pyproject.toml booktools/katex-lock.json
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -r requirements.txt
 	$(BIN)/python -m pip install --quiet --no-deps --editable .
+	$(BIN)/python -m booktools.katex install
 	@touch $@
 
 serve: setup

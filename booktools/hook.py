@@ -1,17 +1,20 @@
-"""The Attention Book's mkdocs events: build-time figures, vendored MathJax, chapter notebooks.
+"""The Attention Book's mkdocs events: build-time figures and math, chapter notebooks.
 
 ``docs/hooks/book.py`` (the hook that ``mkdocs.yml`` names) only imports these. In build order:
 
 1. ``on_config``: a new `BuildState` for this build, kept in the configuration that every
    later event receives (each rebuild of ``mkdocs serve`` starts clean).
 2. ``on_files``: draws every figure and build fragment the pages use (`booktools.figures`),
-   adds MathJax (`booktools.mathjax`) and one notebook per chapter (`booktools.notebooks`).
+   adds KaTeX's style sheet and fonts (`booktools.katex`) and one notebook per chapter
+   (`booktools.notebooks`).
 3. ``on_page_markdown``: expands the listings of package source (`booktools.listings`), puts a
    note of what it trains before each block that may train (`booktools.notes`), inserts the
    build fragments, shows each figure in light and dark, and links each chapter's notebook.
-4. ``on_post_page``: fails the build on an attribute list left as text in a page
-   (`booktools.attr_lists`), and strips the CDN script tags that nbconvert adds to notebook
-   pages; the site's own MathJax renders their math.
+4. ``on_post_page``: renders every formula of the page with KaTeX (`booktools.katex`: after
+   the search plugin indexed the page, so the index keeps the TeX; a formula KaTeX cannot render
+   fails the build, naming the page and the formula), fails the build on an attribute list left
+   as text in a page (`booktools.attr_lists`), and strips the CDN script tags that nbconvert
+   adds to notebook pages.
 5. ``on_post_build``: the referee (`booktools.referee`): the headline numbers of every trained
    result in the store against those recorded for it.
 """
@@ -26,8 +29,8 @@ from mkdocs.structure.files import Files
 
 from booktools.attr_lists import check_attribute_lists
 from booktools.figures import add_figures, insert_fragments, light_and_dark_figures
+from booktools.katex import add_katex, render_math
 from booktools.listings import expand_listings
-from booktools.mathjax import add_mathjax
 from booktools.notebooks import CHAPTERS, add_notebooks, notebook_uri
 from booktools.notes import first_run_notes
 from booktools.referee import referee
@@ -74,7 +77,7 @@ def on_config(config):
 
 
 def on_files(files: Files, config) -> Files:
-    """Add figures, MathJax and chapter notebooks to the site.
+    """Add figures, KaTeX's style sheet and fonts, and chapter notebooks to the site.
 
     Args:
         files: The site's files.
@@ -85,7 +88,7 @@ def on_files(files: Files, config) -> Files:
     """
     state = build_state(config)
     add_figures(files, config, state)
-    add_mathjax(files, config)
+    add_katex(files, config)
     add_notebooks(files, config, state)
     return files
 
@@ -122,10 +125,11 @@ def on_page_markdown(markdown: str, page, config, files: Files) -> str:
 
 
 def on_post_page(output: str, page, config) -> str:
-    """Check a built page, and remove scripts that nbconvert loads from CDNs.
+    """Render the page's math, check the page, and remove scripts that nbconvert loads from CDNs.
 
-    The site must load nothing from outside; and no ``{: ... }`` attribute list may be left as
-    text (`check_attribute_lists`).
+    Every formula becomes KaTeX's HTML and MathML (`render_math`); the site must load nothing
+    from outside; and no ``{: ... }`` attribute list may be left as text
+    (`check_attribute_lists`).
 
     Args:
         output: The page's HTML.
@@ -137,7 +141,9 @@ def on_post_page(output: str, page, config) -> str:
 
     Raises:
         PluginError: If the page shows an attribute-list marker as text, naming the page.
+        KatexError: If KaTeX cannot render a formula, naming the page and the formula.
     """
+    output = render_math(output, page.file.src_uri)
     check_attribute_lists(output, page.file.src_uri)
     if page.file.src_uri.endswith((".py", ".ipynb")):
         output = CDN_SCRIPT.sub("", output)
