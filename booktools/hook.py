@@ -9,14 +9,19 @@
    (`booktools.notebooks`).
 3. ``on_page_markdown``: expands the listings of package source (`booktools.listings`), puts a
    note of what it trains before each block that may train (`booktools.notes`), inserts the
-   build fragments, shows each figure in light and dark, and links each chapter's notebook.
-4. ``on_post_page``: renders every formula of the page with KaTeX (`booktools.katex`: after
+   build fragments, shows each figure in light and dark, links each chapter's notebook and says
+   which versions its code was tested with (`booktools.versions`).
+4. ``on_page_content``: marks what the search index leaves out (code blocks, the API pages'
+   parameter tables: `booktools.search_index`) and keeps the first words of each paragraph of
+   each chapter, which the index must hold.
+5. ``on_post_page``: renders every formula of the page with KaTeX (`booktools.katex`: after
    the search plugin indexed the page, so the index keeps the TeX; a formula KaTeX cannot render
    fails the build, naming the page and the formula), fails the build on an attribute list left
    as text in a page (`booktools.attr_lists`), and strips the CDN script tags that nbconvert
    adds to notebook pages.
-5. ``on_post_build``: the referee (`booktools.referee`): the headline numbers of every trained
-   result in the store against those recorded for it.
+6. ``on_post_build``: the search index's weight and content (`booktools.search_index`), then
+   the referee (`booktools.referee`): the headline numbers of every trained result in the store
+   against those recorded for it.
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ import re
 from pathlib import Path
 
 from mkdocs.exceptions import PluginError
+from mkdocs.plugins import get_plugin_logger
 from mkdocs.structure.files import Files
 
 from booktools.attr_lists import check_attribute_lists
@@ -34,7 +40,11 @@ from booktools.listings import expand_listings
 from booktools.notebooks import CHAPTERS, add_notebooks, notebook_uri
 from booktools.notes import first_run_notes
 from booktools.referee import referee
+from booktools.search_index import check_search_index, exclude_code, paragraph_samples
 from booktools.state import BuildState
+from booktools.versions import versions_line
+
+log = get_plugin_logger(__name__)
 
 #: The key of the configuration under which a build keeps its `BuildState`.
 STATE = "booktools_state"
@@ -94,7 +104,7 @@ def on_files(files: Files, config) -> Files:
 
 
 def on_page_markdown(markdown: str, page, config, files: Files) -> str:
-    """Expand the listings, insert build fragments and, on chapters, the notebook's link.
+    """Expand the listings, insert build fragments; on chapters, the notebook's link and versions.
 
     Args:
         markdown: The page's Markdown.
@@ -107,6 +117,7 @@ def on_page_markdown(markdown: str, page, config, files: Files) -> str:
     """
     state = build_state(config)
     source = f"docs/{page.file.src_uri}"
+    written = markdown  # the page's own blocks, before listings are added
     markdown = expand_listings(markdown, source)
     markdown = first_run_notes(markdown)
     markdown = insert_fragments(markdown, source, state)
@@ -119,9 +130,26 @@ def on_page_markdown(markdown: str, page, config, files: Files) -> str:
         )
         lines = markdown.split("\n")
         title = next((k for k, line in enumerate(lines) if line.startswith("# ")), -1)
-        lines.insert(title + 1, f"\n{link}\n")
+        lines.insert(title + 1, f"\n{link}\n\n{versions_line(written)}\n")
         markdown = "\n".join(lines)
     return markdown
+
+
+def on_page_content(html: str, page, config, files: Files) -> str:
+    """Mark what the search index leaves out; keep the chapters' paragraphs it must hold.
+
+    Args:
+        html: The page's content, before the search plugin reads it.
+        page: The mkdocs page.
+        config: The mkdocs configuration.
+        files: The site's files.
+
+    Returns:
+        The content, code blocks (and tables of API pages) marked ``data-search-exclude``.
+    """
+    if page.file.src_uri.startswith(CHAPTERS):
+        build_state(config).search_samples[page.url] = paragraph_samples(html)
+    return exclude_code(html, page.file.src_uri)
 
 
 def on_post_page(output: str, page, config) -> str:
@@ -152,9 +180,13 @@ def on_post_page(output: str, page, config) -> str:
 
 
 def on_post_build(config) -> None:
-    """Checks of the built book as a whole, after every page is written: the referee.
+    """Checks of the built book as a whole, after every page is written.
+
+    The search index (its weight, and every chapter's paragraphs in it), then the referee.
 
     Args:
         config: The mkdocs configuration.
     """
+    samples = build_state(config).search_samples
+    log.info(check_search_index(Path(config.site_dir), samples))
     referee()

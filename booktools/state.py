@@ -26,10 +26,13 @@ class BuildState:
             each value of a figure that returns values, by ``NAME.KEY``.
         frames: Each figure drawn as `Frames` (one drawing per value of a control): its
             ``control``, its ``labels`` and its ``start`` frame, by figure name.
+        search_samples: The first words of each paragraph of each chapter, by its URL, which
+            the search index must hold (`booktools.search_index`).
     """
 
     fragments: dict[str, str] = field(default_factory=dict)
     frames: dict[str, dict] = field(default_factory=dict)
+    search_samples: dict[str, list[str]] = field(default_factory=dict)
 
     def fragment(self, name: str, page: str) -> str:
         """The Markdown of a build fragment.
