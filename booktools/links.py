@@ -21,12 +21,17 @@ from pathlib import Path
 from booktools.browsing import serve
 
 #: LinkChecker's configuration: the site's own links, anchors checked, nothing from outside.
+#: The line-number anchors of code listings (``#__codelineno-0-12``, one per line, thousands on
+#: the API pages, each a link of a line to itself that pymdownx.highlight writes) are not
+#: followed: checking each one parses its page again.
 CONFIG = """\
 [checking]
 threads=4
 timeout=30
 [filtering]
 checkextern=0
+ignore=
+  #__codelineno-
 [AnchorCheck]
 [output]
 log=text
