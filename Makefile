@@ -4,6 +4,7 @@
 #   make page PAGE=docs/chapters/x.md   the same gate for one page (see CONTRIBUTING.md)
 #   make notebooks   run every chapter's downloadable notebook (CI runs it after make test)
 #   make probes      record the probes and headline numbers of the experiments (tests/recorded)
+#   make drift       the unit tests and snippets on the newest releases, no pins (CI: weekly)
 # Every target installs what it needs first; nothing relies on what was installed by hand.
 
 PYTHON ?= $(shell command -v python3.11 2>/dev/null || command -v python3)
@@ -16,16 +17,20 @@ export MPLBACKEND := Agg
 export PYTHONDONTWRITEBYTECODE := 1
 export NO_MKDOCS_2_WARNING := 1
 
-.PHONY: setup serve site test page notebooks probes lint unit snippets build browser chromium clean clean-cache
+.PHONY: setup serve site test page notebooks probes lint workflows unit snippets build links browser \
+	chromium drift clean clean-cache
 
 setup: $(STAMP)
 
-# Re-run the install whenever the pins or the package metadata change.
-$(STAMP): requirements.txt pyproject.toml
+# Re-run the install whenever the pins or the package metadata change. KaTeX (the math of the
+# pages, rendered at build time) is fetched once from the npm registry and checked against the
+# digest pinned in booktools/katex-lock.json: see booktools/katex.py.
+$(STAMP): requirements.txt pyproject.toml booktools/katex-lock.json
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -r requirements.txt
-	$(BIN)/python -m pip install --quiet --no-deps --editable .
+	$(BIN)/python -m pip install --quiet --no-deps --no-build-isolation --editable .
+	$(BIN)/python -m booktools.katex install
 	@touch $@
 
 serve: setup
@@ -36,11 +41,17 @@ site: setup
 
 # The build comes before the snippets: on a cold machine it trains the book's experiments in
 # parallel worker processes (one chapter each), and the snippets then load them from the cache.
-test: setup chromium lint unit build snippets browser
+test: setup chromium lint workflows unit build snippets links browser
 
 lint: setup
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+
+# The workflows: zizmor's audits, offline (every action pinned to a commit, .github/zizmor.yml),
+# and GitHub's workflow schema as check-jsonschema ships it (no download).
+workflows: setup
+	$(BIN)/zizmor --offline --persona pedantic --quiet .github/
+	$(BIN)/check-jsonschema --builtin-schema vendor.github-workflows .github/workflows/*.yml
 
 unit: setup
 	$(BIN)/pytest tests/
@@ -79,6 +90,30 @@ notebooks: setup
 browser: setup chromium
 	$(BIN)/python -m booktools.browser_check site --screenshots screenshots
 
+# Every link of the built site, served locally, checked by LinkChecker: a missing page, image
+# or anchor fails. Links to other hosts are not fetched (nothing is downloaded by a test).
+links: setup
+	$(BIN)/python -m booktools.links site
+
+# The unit tests and the snippets with the newest release of every direct dependency, no pins,
+# in .venv-drift: what a reader who skips requirements.txt meets. CI runs it weekly, gating
+# nothing (.github/workflows/drift.yml); the reports and the versions go to drift-report/.
+DRIFT := .venv-drift
+drift:
+	@test -x $(DRIFT)/bin/python || $(PYTHON) -m venv $(DRIFT)
+	@mkdir -p drift-report
+	$(DRIFT)/bin/python -m pip install --quiet --upgrade pip
+	sed -E 's/ *[=<>!~;].*//' requirements.txt | grep -v '^#' | grep . > drift-report/unpinned.txt
+	$(DRIFT)/bin/python -m pip install --quiet --upgrade -r drift-report/unpinned.txt
+	$(DRIFT)/bin/python -m pip install --quiet --no-deps --editable .
+	$(DRIFT)/bin/python -m booktools.katex install
+	$(DRIFT)/bin/python -m pip freeze --exclude-editable > drift-report/versions.txt
+	@status=0; \
+	$(DRIFT)/bin/pytest tests/ -p no:cacheprovider --junitxml=drift-report/unit.xml || status=1; \
+	TRITON_INTERPRET=1 $(DRIFT)/bin/pytest --codeblocks docs/ README.md -p no:cacheprovider \
+	  --junitxml=drift-report/snippets.xml || status=1; \
+	exit $$status
+
 # Record the probes and the headline numbers of the declared runs (see CONTRIBUTING.md, "A
 # training run"): after a VERSION bump, or after checking a changed result against the prose.
 probes: setup
@@ -99,4 +134,4 @@ clean-cache: setup
 	$(BIN)/python -m attention_book.training clear-cache
 
 clean:
-	rm -rf site screenshots .cache .pytest_cache .ruff_cache
+	rm -rf site screenshots .cache .pytest_cache .ruff_cache drift-report

@@ -8,7 +8,7 @@ the ``attention_book`` wheel. One concept per module:
 - `booktools.figures`: figures and build fragments drawn at build time, cached per figure;
 - `booktools.notes`: the "first run trains" note before a block that trains;
 - `booktools.notebooks`: one downloadable notebook per chapter;
-- `booktools.mathjax`: MathJax served from the site itself;
+- `booktools.katex`: every formula rendered by KaTeX when the site is built;
 - `booktools.state`: what one build keeps between mkdocs events;
 - `booktools.hook`: the mkdocs events (``docs/hooks/book.py`` only imports them);
 - `booktools.snippets`: the pytest plugin that runs every code block of the pages;

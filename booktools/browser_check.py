@@ -8,16 +8,18 @@ then 390 px wide (a phone, the viewport resized), then in dark mode (Material's 
 pressed, as a reader does). Each way gets its own report. It fails:
 
 - on a console error, an uncaught exception, a failed request or an HTTP error, an image that
-  did not load (``naturalWidth == 0``) and a formula that MathJax did not render (with
-  MathJax's message), in every way;
+  did not load (``naturalWidth == 0``), a formula that is not KaTeX's rendering (the build
+  renders every formula: raw TeX or KaTeX's error box fails, with KaTeX's message), a formula
+  without its MathML or without KaTeX's style sheet, a font that did not load, and a script
+  that renders math in the page (pages load none), in every way;
 - at 1280 px, in light and dark: on a code block that scrolls sideways, a serious or critical
   accessibility violation found by axe-core, and a figure the reader steps through whose
   slider does not change it;
-- in light mode: on a chapter page that transfers more than 2 MB (served compressed, as GitHub
-  Pages serves it; every page's weight is printed), or that prints with closed folds or its
-  navigation, and when a runnable block of the page's Markdown source (the code the snippets
-  test, each block alone) is not what some copy button copies (``--docs``, the Markdown folder,
-  ``docs`` by default);
+- in light mode: on a chapter page that transfers more than 600 kB on a first load (served
+  compressed, as GitHub Pages serves it; every page's weight is printed), or that prints with
+  closed folds or its navigation, and when a runnable block of the page's Markdown source (the
+  code the snippets test, each block alone) is not what some copy button copies (``--docs``,
+  the Markdown folder, ``docs`` by default);
 - at 390 px: on a page that scrolls sideways;
 - in dark mode: when the palette toggle does not switch to dark.
 
@@ -39,7 +41,6 @@ import queue
 import sys
 import time
 from collections.abc import Callable
-from contextlib import suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -47,8 +48,9 @@ from booktools import browser_scripts as js
 from booktools.browsing import DESKTOP, PHONE, browsing, site_pages
 from booktools.markdown import runnable_blocks
 
-#: A chapter page may transfer at most this much (HTML, figures, scripts, fonts, search index).
-MAX_CHAPTER_BYTES = 2_000_000
+#: A chapter page may transfer at most this much on a first load, compressed (HTML, figures,
+#: scripts, style sheets, fonts, search index).
+MAX_CHAPTER_BYTES = 600_000
 MODES = ("light", "dark", "phone")
 SEARCH = "search"
 
@@ -122,12 +124,18 @@ def check_state(page, report: PageReport, desktop: bool) -> int:
     for image in state["images"]:
         if not image["ok"]:
             report.problems.append(f"image did not load: {image['src']}")
-    if state["math"] and not state["mathjax"]:
-        report.problems.append("page has math but MathJax did not load")
+    for script in state["math_scripts"]:
+        report.problems.append(f"a math script is loaded (math is rendered at build): {script}")
     for formula in state["math"]:
-        if not formula["ok"]:
-            why = f" (MathJax: {formula['error']})" if formula["error"] else ""
+        if not formula["rendered"]:
+            why = f" (KaTeX: {formula['error']})" if formula["error"] else ""
             report.problems.append(f"math not rendered: {formula['text']!r}{why}")
+        elif not formula["styled"]:
+            report.problems.append(f"math without KaTeX's style sheet: {formula['text']!r}")
+        elif not formula["mathml"]:
+            report.problems.append(f"math without MathML for screen readers: {formula['text']!r}")
+    for font in state["broken_fonts"]:
+        report.problems.append(f"font did not load: {font}")
     for first_line in state["wide_code"] if desktop else []:
         report.problems.append(f"code scrolls sideways at this width: {first_line!r}")
     return state["bytes"]
@@ -213,8 +221,6 @@ def check_page(
     Returns:
         The page's reports, light, then dark (if asked), then phone.
     """
-    from playwright.sync_api import TimeoutError as PlaywrightTimeout
-
     reports = {mode: PageReport(url) for mode in MODES if dark or mode != "dark"}
     seen = ["light"]  # the way the page is seen now
 
@@ -236,17 +242,14 @@ def check_page(
     try:
         page.goto(url, wait_until="networkidle", timeout=30_000)
         # On a busy machine a long page can go quiet on the network before its parser reaches
-        # the MathJax script at its end: wait for the load event, then for MathJax, and let
-        # check_state report it missing if it never comes.
+        # its end: wait for the load event too.
         page.wait_for_load_state("load", timeout=60_000)
-        with suppress(PlaywrightTimeout):  # reported: "MathJax did not load"
-            page.wait_for_function(js.MATHJAX_READY, timeout=30_000)
         light = reports["light"]
         light.bytes = check_state(page, light, desktop=True)
         if "/chapters/" in url and light.bytes > MAX_CHAPTER_BYTES:
             light.problems.append(
-                f"the page transfers {light.bytes / 1e6:.2f} MB, over the "
-                f"{MAX_CHAPTER_BYTES / 1e6:.0f} MB a chapter may weigh"
+                f"the page transfers {light.bytes / 1e3:.0f} kB, over the "
+                f"{MAX_CHAPTER_BYTES / 1e3:.0f} kB a chapter may weigh"
             )
         check_sliders_and_accessibility(page, light)
         if "/chapters/" in url:
@@ -537,9 +540,9 @@ def main(argv: list[str] | None = None, browser=None) -> int:
             print(f"     - {problem}")
     weighed = [r for r in reports if r.bytes]
     if weighed:
-        print("page weight (bytes transferred, first load, no cache):")
+        print("page weight (bytes transferred, first load, no cache, compressed):")
         for report in sorted(weighed, key=lambda r: -r.bytes):
-            print(f"  {report.bytes / 1e6:6.2f} MB  {report.url}")
+            print(f"  {report.bytes / 1e3:6.0f} kB  {report.url}")
     timed = sorted((r for r in reports if r.seconds), key=lambda r: -r.seconds)
     if timed:
         total = sum(r.seconds for r in timed)

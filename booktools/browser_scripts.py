@@ -5,21 +5,15 @@ reads what they return. They do in the page, in one call, what would otherwise t
 trip from Python per element (a copy button, a slider), which is most of a check's time.
 """
 
-# True once MathJax has started, or at once on a page without math.
-MATHJAX_READY = """() => !document.querySelector('.arithmatex')
-  || Boolean(window.MathJax && window.MathJax.startup && window.MathJax.startup.promise)"""
-
 # True once every image has finished loading (or failed): after the colour scheme changed,
 # the images of the other scheme are shown.
 IMAGES_SETTLED = "() => [...document.images].every(image => image.complete)"
 
-# Waits until MathJax (when the page loads it) has typeset, then reports the state of the page.
+# Reports the state of the page, once its fonts are loaded. Math is rendered when the site is
+# built (booktools.katex): each formula's element holds KaTeX's HTML and MathML, styled by
+# KaTeX's style sheet, and no script renders math in the page.
 PAGE_STATE = """async () => {
-  // A TeX error, or an undefined macro that MathJax's noundefined extension paints red.
-  const MATH_ERROR = 'mjx-merror, [data-mjx-error], mjx-mtext[style*="color: red"]';
-  if (window.MathJax && window.MathJax.startup) {
-    await window.MathJax.startup.promise;
-  }
+  await document.fonts.ready;
   const math = [...document.querySelectorAll('.arithmatex')];
   // Folded blocks count too: a reader opens them. Open every fold to measure, then restore.
   const folds = [...document.querySelectorAll('details')].filter(d => !d.open);
@@ -37,15 +31,28 @@ PAGE_STATE = """async () => {
       ok: img.complete && img.naturalWidth > 0,
     })),
     math: math.map(el => {
-      const error = el.querySelector(MATH_ERROR);
+      const katex = el.querySelector('.katex');
+      const error = el.querySelector('.katex-error');
+      const mathml = el.querySelector('.katex-mathml');
+      const tex = el.querySelector('annotation[encoding="application/x-tex"]');
       return {
-        text: el.textContent.slice(0, 80),
-        ok: el.querySelector('mjx-container') !== null && error === null,
-        // MathJax's own message: "Undefined control sequence \\foo", or the red macro name.
-        error: error && (error.getAttribute('data-mjx-error') || error.textContent).slice(0, 160),
+        text: (tex ? tex.textContent : el.textContent).slice(0, 80),
+        rendered: katex !== null && error === null,
+        // KaTeX's message, on the error box KaTeX draws when it is told not to throw.
+        error: error && (error.getAttribute('title') || error.textContent).slice(0, 160),
+        mathml: el.querySelector('math') !== null,
+        // KaTeX's style sheet applied: its fonts, and the MathML hidden from sight.
+        styled: katex !== null && getComputedStyle(katex).fontFamily.includes('KaTeX_Main')
+          && mathml !== null && getComputedStyle(mathml).position === 'absolute',
       };
     }),
-    mathjax: Boolean(window.MathJax && window.MathJax.startup),
+    // A font the style sheet names that the browser could not load.
+    broken_fonts: [...document.fonts].filter(f => f.status === 'error')
+      .map(f => `${f.family} ${f.style} ${f.weight}`),
+    // Scripts that render math in the page: the pages must load none.
+    math_scripts: [...document.scripts].map(s => s.src).filter(src => /mathjax|katex/i.test(src))
+      .concat(['MathJax', 'katex', 'renderMathInElement'].filter(name => name in window)
+        .map(name => `window.${name}`)),
     // Code that scrolls sideways hides its line ends.
     wide_code: wide,
     // Bytes the page transferred: the document and every resource it loaded.

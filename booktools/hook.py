@@ -1,44 +1,53 @@
-"""The Attention Book's mkdocs events: build-time figures, vendored MathJax, chapter notebooks.
+"""The Attention Book's mkdocs events: build-time figures and math, chapter notebooks.
 
 ``docs/hooks/book.py`` (the hook that ``mkdocs.yml`` names) only imports these. In build order:
 
 1. ``on_config``: a new `BuildState` for this build, kept in the configuration that every
    later event receives (each rebuild of ``mkdocs serve`` starts clean).
 2. ``on_files``: draws every figure and build fragment the pages use (`booktools.figures`),
-   adds MathJax (`booktools.mathjax`) and one notebook per chapter (`booktools.notebooks`).
+   adds KaTeX's style sheet and fonts (`booktools.katex`) and one notebook per chapter
+   (`booktools.notebooks`).
 3. ``on_page_markdown``: expands the listings of package source (`booktools.listings`), puts a
    note of what it trains before each block that may train (`booktools.notes`), inserts the
-   build fragments, shows each figure in light and dark, links each chapter's notebook, and
-   puts a deep dive's note under its title (`booktools.reading`).
-4. ``on_post_page``: fails the build on an attribute list left as text in a page
+   build fragments, shows each figure in light and dark, links each chapter's notebook, says
+   which versions its code was tested with (`booktools.versions`), and puts a deep dive's
+   note under its title (`booktools.reading`).
+4. ``on_page_content``: marks what the search index leaves out (code blocks, the API pages'
+   parameter tables: `booktools.search_index`) and keeps the first words of each paragraph of
+   each chapter, which the index must hold.
+5. ``on_post_page``: fails the build on an attribute list left as text in a page
    (`booktools.attr_lists`), measures each chapter page against the core budget and shows its
-   reading time (`booktools.reading`), and strips the CDN script tags that nbconvert adds to
-   notebook pages; the site's own MathJax renders their math.
-5. ``on_post_build``: logs every chapter page's length, and runs the referee
-   (`booktools.referee`): the headline numbers of every trained result in the store against
-   those recorded for it.
+   reading time (`booktools.reading`), renders every formula of the page with KaTeX
+   (`booktools.katex`: after the search plugin indexed the page, so the index keeps the TeX; a
+   formula KaTeX cannot render fails the build, naming the page and the formula), and strips
+   the CDN script tags that nbconvert adds to notebook pages.
+6. ``on_post_build``: logs every chapter page's length, checks the search index's weight and
+   content (`booktools.search_index`), then runs the referee (`booktools.referee`): the
+   headline numbers of every trained result in the store against those recorded for it.
 """
 
 from __future__ import annotations
 
-import logging
 import re
 from pathlib import Path
 
 from mkdocs.exceptions import PluginError
+from mkdocs.plugins import get_plugin_logger
 from mkdocs.structure.files import Files
 
 from booktools.attr_lists import check_attribute_lists
 from booktools.figures import add_figures, insert_fragments, light_and_dark_figures
+from booktools.katex import add_katex, render_math
 from booktools.listings import expand_listings
-from booktools.mathjax import add_mathjax
 from booktools.notebooks import CHAPTERS, add_notebooks, notebook_uri
 from booktools.notes import first_run_notes
 from booktools.reading import deep_dive_note, length_report, measure_page
 from booktools.referee import referee
+from booktools.search_index import check_search_index, exclude_code, paragraph_samples
 from booktools.state import BuildState
+from booktools.versions import versions_line
 
-log = logging.getLogger("mkdocs.hooks.book")
+log = get_plugin_logger(__name__)
 
 #: The key of the configuration under which a build keeps its `BuildState`.
 STATE = "booktools_state"
@@ -81,7 +90,7 @@ def on_config(config):
 
 
 def on_files(files: Files, config) -> Files:
-    """Add figures, MathJax and chapter notebooks to the site.
+    """Add figures, KaTeX's style sheet and fonts, and chapter notebooks to the site.
 
     Args:
         files: The site's files.
@@ -92,13 +101,13 @@ def on_files(files: Files, config) -> Files:
     """
     state = build_state(config)
     add_figures(files, config, state)
-    add_mathjax(files, config)
+    add_katex(files, config)
     add_notebooks(files, config, state)
     return files
 
 
 def on_page_markdown(markdown: str, page, config, files: Files) -> str:
-    """Expand the listings, insert build fragments and, on chapters, the notebook's link.
+    """Expand the listings, insert build fragments; on chapters, the notebook's link and versions.
 
     Args:
         markdown: The page's Markdown.
@@ -111,6 +120,7 @@ def on_page_markdown(markdown: str, page, config, files: Files) -> str:
     """
     state = build_state(config)
     source = f"docs/{page.file.src_uri}"
+    written = markdown  # the page's own blocks, before listings are added
     markdown = expand_listings(markdown, source)
     markdown = first_run_notes(markdown)
     markdown = insert_fragments(markdown, source, state)
@@ -123,17 +133,35 @@ def on_page_markdown(markdown: str, page, config, files: Files) -> str:
         )
         lines = markdown.split("\n")
         title = next((k for k, line in enumerate(lines) if line.startswith("# ")), -1)
-        lines.insert(title + 1, f"\n{link}\n")
+        lines.insert(title + 1, f"\n{link}\n\n{versions_line(written)}\n")
         markdown = "\n".join(lines)
         markdown = deep_dive_note(markdown, page.meta, page.file.src_uri, Path(config["docs_dir"]))
     return markdown
 
 
-def on_post_page(output: str, page, config) -> str:
-    """Check a built page, and remove scripts that nbconvert loads from CDNs.
+def on_page_content(html: str, page, config, files: Files) -> str:
+    """Mark what the search index leaves out; keep the chapters' paragraphs it must hold.
 
-    The site must load nothing from outside; and no ``{: ... }`` attribute list may be left as
-    text (`check_attribute_lists`).
+    Args:
+        html: The page's content, before the search plugin reads it.
+        page: The mkdocs page.
+        config: The mkdocs configuration.
+        files: The site's files.
+
+    Returns:
+        The content, code blocks (and tables of API pages) marked ``data-search-exclude``.
+    """
+    if page.file.src_uri.startswith(CHAPTERS):
+        build_state(config).search_samples[page.url] = paragraph_samples(html)
+    return exclude_code(html, page.file.src_uri)
+
+
+def on_post_page(output: str, page, config) -> str:
+    """Render the page's math, check the page, and remove scripts that nbconvert loads from CDNs.
+
+    Every formula becomes KaTeX's HTML and MathML (`render_math`); the site must load nothing
+    from outside; and no ``{: ... }`` attribute list may be left as text
+    (`check_attribute_lists`).
 
     Args:
         output: The page's HTML.
@@ -146,11 +174,14 @@ def on_post_page(output: str, page, config) -> str:
     Raises:
         PluginError: If the page shows an attribute-list marker as text, or is a core chapter
             page over the budget of `booktools.reading`, naming the page.
+        KatexError: If KaTeX cannot render a formula, naming the page and the formula.
     """
     check_attribute_lists(output, page.file.src_uri)
     if page.file.src_uri.startswith(CHAPTERS) and page.file.src_uri.endswith(".md"):
+        # Measured with each formula as its TeX, before KaTeX adds its HTML and MathML.
         lengths = build_state(config).page_lengths
         output = measure_page(output, page.file.src_uri, page.meta, lengths)
+    output = render_math(output, page.file.src_uri)
     if page.file.src_uri.endswith((".py", ".ipynb")):
         output = CDN_SCRIPT.sub("", output)
         output = MODULE_IMPORT.sub("", output)
@@ -158,7 +189,9 @@ def on_post_page(output: str, page, config) -> str:
 
 
 def on_post_build(config) -> None:
-    """Checks of the built book as a whole, after every page is written: the referee.
+    """Checks of the built book as a whole, after every page is written.
+
+    The search index (its weight, and every chapter's paragraphs in it), then the referee.
 
     First it logs the length and reading time of every chapter page, longest first.
 
@@ -168,4 +201,6 @@ def on_post_build(config) -> None:
     lengths = build_state(config).page_lengths
     if lengths:
         log.info("chapter pages, characters of text:\n%s", length_report(lengths))
+    samples = build_state(config).search_samples
+    log.info(check_search_index(Path(config.site_dir), samples))
     referee()

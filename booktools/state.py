@@ -28,11 +28,14 @@ class BuildState:
             ``control``, its ``labels`` and its ``start`` frame, by figure name.
         page_lengths: Each chapter page's characters of text (`booktools.reading`), by its
             path under ``docs/``.
+        search_samples: The first words of each paragraph of each chapter, by its URL, which
+            the search index must hold (`booktools.search_index`).
     """
 
     fragments: dict[str, str] = field(default_factory=dict)
     frames: dict[str, dict] = field(default_factory=dict)
     page_lengths: dict[str, int] = field(default_factory=dict)
+    search_samples: dict[str, list[str]] = field(default_factory=dict)
 
     def fragment(self, name: str, page: str) -> str:
         """The Markdown of a build fragment.

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from booktools import katex
 from booktools.browser_check import (
     check_site,
     check_site_in_parallel,
@@ -48,16 +49,15 @@ def check(site: Path, **options):
     return check_site(site, browser=_SHARED[0], **options)
 
 
-# A stand-in for MathJax: renders every .arithmatex element the way MathJax 3 does.
-FAKE_MATHJAX = """<script>
-window.MathJax = {startup: {promise: new Promise(resolve => {
-  document.addEventListener('DOMContentLoaded', () => {
-    for (const el of document.querySelectorAll('.arithmatex.render'))
-      el.innerHTML = '<mjx-container>x</mjx-container>';
-    resolve();
-  });
-})}};
-</script>"""
+# KaTeX's style sheet and fonts, as the site serves them (booktools.katex), and a formula
+# rendered by the book's own renderer.
+KATEX_CSS = "<link rel='stylesheet' href='/katex/katex.min.css'>"
+
+
+def rendered(tex: str) -> str:
+    """A formula as the build writes it."""
+    return f'<span class="arithmatex">{katex.renderer().render(tex, False)}</span>'
+
 
 PIXEL = (
     b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\x00\x00\x00\x01\x00\x00\x00\x01\x08\x06\x00\x00\x00"
@@ -69,7 +69,7 @@ PIXEL = (
 def write_page(site: Path, path: str, body: str) -> None:
     page = site / path / "index.html"
     page.parent.mkdir(parents=True, exist_ok=True)
-    head = f"<link rel='icon' href='data:,'>{FAKE_MATHJAX}"
+    head = f"<link rel='icon' href='data:,'>{KATEX_CSS}"
     page.write_text(
         f"<!doctype html><html lang='en'><head><title>A page</title>{head}</head>"
         f"<body>{body}</body></html>"
@@ -80,7 +80,8 @@ def write_page(site: Path, path: str, body: str) -> None:
 def tiny_site(tmp_path: Path) -> Path:
     (tmp_path / "pixel.png").write_bytes(PIXEL)
     image = '<img src="/pixel.png" alt="a pixel">'
-    write_page(tmp_path, ".", f'{image}<span class="arithmatex render">x</span>')
+    shutil.copytree(katex.installed(), tmp_path / "katex")
+    write_page(tmp_path, ".", f"{image}<p>Attention {rendered('a_{ij} = x^2')}</p>")
     return tmp_path
 
 
@@ -107,20 +108,42 @@ def test_unrendered_math_fails(tiny_site: Path):
     assert any("math not rendered" in p for p in found), found
 
 
-def test_an_undefined_macro_fails(tiny_site: Path):
-    # MathJax renders an unknown macro as red text inside the formula instead of an error.
-    red = '<mjx-container><mjx-mtext style="color: red;">\\\\nope</mjx-mtext></mjx-container>'
-    write_page(tiny_site, "macro", f'<span class="arithmatex">{red}</span>')
-    found = problems_of(tiny_site, "/macro/")
-    assert any("math not rendered" in p and "(MathJax: \\\\nope)" in p for p in found), found
-
-
-def test_a_tex_error_prints_mathjax_message(tiny_site: Path):
-    message = "Undefined control sequence \\nope"
-    error = f'<mjx-container><mjx-merror data-mjx-error="{message}">x</mjx-merror></mjx-container>'
-    write_page(tiny_site, "tex-error", f'<span class="arithmatex">{error}</span>')
+def test_katex_error_box_fails_with_katex_message(tiny_site: Path):
+    # What KaTeX draws for a formula it cannot parse when it is told not to throw.
+    message = "KaTeX parse error: Undefined control sequence: \\nope"
+    box = f'<span class="katex-error" title="{message}" style="color:#cc0000">\\nope</span>'
+    write_page(tiny_site, "tex-error", f'<span class="arithmatex">{box}</span>')
     found = problems_of(tiny_site, "/tex-error/")
-    assert any(f"(MathJax: {message})" in p for p in found), found
+    assert any("math not rendered" in p and f"(KaTeX: {message})" in p for p in found), found
+
+
+def test_math_without_katex_style_sheet_fails(tiny_site: Path):
+    write_page(tiny_site, "no-css", f"<p>{rendered('x^2')}</p>")
+    page = tiny_site / "no-css" / "index.html"
+    page.write_text(page.read_text().replace(KATEX_CSS, ""))
+    found = problems_of(tiny_site, "/no-css/")
+    assert any("math without KaTeX's style sheet: 'x^2'" in p for p in found), found
+
+
+def test_math_without_mathml_fails(tiny_site: Path):
+    html_only = katex.renderer().render("y", False).split('<span class="katex-html"')
+    without = html_only[0].split('<span class="katex-mathml">')[0] + '<span class="katex-html"'
+    write_page(tiny_site, "no-mathml", f'<span class="arithmatex">{without}{html_only[1]}</span>')
+    found = problems_of(tiny_site, "/no-mathml/")
+    assert any("math without" in p for p in found), found
+
+
+def test_a_font_that_does_not_load_fails(tiny_site: Path):
+    (tiny_site / "katex" / "fonts" / "KaTeX_Main-Regular.woff2").unlink()
+    found = problems_of(tiny_site, "/")
+    assert any("KaTeX_Main-Regular.woff2" in p for p in found), found  # HTTP 404
+
+
+def test_a_math_script_fails(tiny_site: Path):
+    (tiny_site / "tex-mml-chtml.js").write_text("window.MathJax = {};")
+    write_page(tiny_site, "script", "<script src='/tex-mml-chtml.js'></script><p>x</p>")
+    found = problems_of(tiny_site, "/script/")
+    assert any("a math script is loaded" in p and "window.MathJax" in p for p in found), found
 
 
 def test_code_that_scrolls_sideways_fails(tiny_site: Path):
@@ -138,14 +161,14 @@ def test_code_that_scrolls_sideways_fails(tiny_site: Path):
 
 
 def test_a_heavy_chapter_page_fails_and_every_page_is_weighed(tiny_site: Path):
-    (tiny_site / "big.bin").write_bytes(b"0" * 2_100_000)
+    (tiny_site / "big.bin").write_bytes(b"0" * 610_000)
     fetch = "<script>fetch('/big.bin').then(r => r.text())</script>"
     write_page(tiny_site, "chapters/heavy", fetch)
     report = check(tiny_site, pages=["/chapters/heavy/"], search=False, dark=False)[0]
-    assert report.bytes > 2_000_000
-    assert any("over the 2 MB a chapter may weigh" in p for p in report.problems)
+    assert report.bytes > 600_000
+    assert any("over the 600 kB a chapter may weigh" in p for p in report.problems)
     light = check(tiny_site, pages=["/"], search=False, dark=False)[0]
-    assert 0 < light.bytes < 10_000 and light.problems == []
+    assert 0 < light.bytes < 100_000 and light.problems == []  # KaTeX's style sheet and fonts
 
 
 def test_a_page_wider_than_a_phone_fails_at_390_px(tiny_site: Path):

@@ -11,9 +11,17 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from booktools.hook import (
     on_config,
     on_files,
+    on_page_content,
     on_page_markdown,
     on_post_build,
     on_post_page,
 )
 
-__all__ = ["on_config", "on_files", "on_page_markdown", "on_post_build", "on_post_page"]
+__all__ = [
+    "on_config",
+    "on_files",
+    "on_page_content",
+    "on_page_markdown",
+    "on_post_build",
+    "on_post_page",
+]

@@ -1,0 +1,146 @@
+"""The search index: what Material's search plugin indexes, and a check of what it weighs.
+
+Every page loads the index on its first load, so it must weigh what it is worth. Measured on
+the built site before this module (gzip): 358 kB, of which 174 kB were the API pages (their
+source listings 89 kB, then signatures, parameter tables and long docstrings) and 175 kB the
+chapters (their code blocks 73 kB). `exclude_code` marks, before the search plugin reads a page,
+what the index leaves out with Material's ``data-search-exclude``: every code block (``<pre>``)
+of every page, and on the API pages everything of a docstring but its summary (its first
+paragraph). The index keeps every page's headings, the chapters' and the other pages' text
+with its inline code, and each API object's name and summary (the search finds the object; its
+page says the rest). The pages still show everything. Measured after: about 130 kB.
+
+After the build, `check_search_index` fails the build when the index weighs more than
+`MAX_INDEX_BYTES` compressed, or when a paragraph of a chapter is not in it (each paragraph's
+first words, as the hook collected them from the page the search plugin read).
+"""
+
+from __future__ import annotations
+
+import gzip
+import html
+import json
+import re
+from html.parser import HTMLParser
+from pathlib import Path
+
+from mkdocs.exceptions import PluginError
+
+#: The most the search index may weigh, compressed with gzip (as GitHub Pages serves it).
+MAX_INDEX_BYTES = 150_000
+
+#: The opening tag of what the index leaves out: code blocks everywhere.
+CODE = re.compile(r"<pre(?=[\s>])")
+#: In an API page's docstrings, every block but the summary.
+DOC_BLOCK = re.compile(r"<(?:p|ul|ol|dl|table|details)(?=[\s>])")
+#: Where an API object's docstring begins (mkdocstrings).
+DOC_CONTENTS = re.compile(r'(<div class="doc doc-contents[^"]*">)')
+EXCLUDE = ' data-search-exclude="code"'
+
+#: How many characters of each paragraph's text must be found in the index.
+SAMPLE = 60
+
+
+def exclude_code(page_html: str, src_uri: str) -> str:
+    """Mark what the search index leaves out of a page: code, and docstrings but their summary.
+
+    Args:
+        page_html: The page's content, as the search plugin is about to read it.
+        src_uri: The page's source (``api/x.md``, ``chapters/x.md``).
+
+    Returns:
+        The content, with Material's ``data-search-exclude`` on those elements (the search
+        plugin removes the attribute from the page once it has read it).
+    """
+    marked = CODE.sub(lambda match: match[0] + EXCLUDE, page_html)
+    if not src_uri.startswith("api/"):
+        return marked
+    # Before the first docstring: what the page's author wrote, kept. In each docstring: every
+    # block marked, then the first plain paragraph (the summary) unmarked again.
+    first, *docstrings = DOC_CONTENTS.split(marked)
+    pieces = [first]
+    for opening, contents in zip(docstrings[::2], docstrings[1::2], strict=True):
+        contents = DOC_BLOCK.sub(lambda match: match[0] + EXCLUDE, contents)
+        pieces += [opening, contents.replace(f"<p{EXCLUDE}>", "<p>", 1)]
+    return "".join(pieces)
+
+
+class _Paragraphs(HTMLParser):
+    """The text of each ``<p>`` of a page, tags removed."""
+
+    def __init__(self):
+        super().__init__(convert_charrefs=True)
+        self.depth = 0
+        self.paragraphs: list[str] = []
+
+    def handle_starttag(self, tag, attrs):
+        if tag == "p":
+            self.depth += 1
+            if self.depth == 1:
+                self.paragraphs.append("")
+
+    def handle_endtag(self, tag):
+        if tag == "p" and self.depth:
+            self.depth -= 1
+
+    def handle_data(self, data):
+        if self.depth:
+            self.paragraphs[-1] += data
+
+
+def plain(text: str) -> str:
+    """Text without tags, entities decoded, whitespace collapsed."""
+    return " ".join(html.unescape(re.sub(r"<[^>]+>", "", text)).split())
+
+
+def paragraph_samples(page_html: str) -> list[str]:
+    """The first `SAMPLE` characters of each paragraph of a page, as plain text.
+
+    Args:
+        page_html: The page's content (before the search plugin reads it).
+
+    Returns:
+        One sample per paragraph of more than a few words.
+    """
+    parser = _Paragraphs()
+    parser.feed(page_html)
+    samples = [" ".join(text.split())[:SAMPLE] for text in parser.paragraphs]
+    return [sample for sample in samples if len(sample.split()) >= 4]
+
+
+def check_search_index(site_dir: Path, samples: dict[str, list[str]]) -> str:
+    """Fail when the search index is too heavy or misses a chapter's paragraph.
+
+    Args:
+        site_dir: The built site.
+        samples: Each chapter's paragraph samples, by its URL (``chapters/x/``).
+
+    Returns:
+        A line that says what the index weighs.
+
+    Raises:
+        PluginError: If the index weighs more than `MAX_INDEX_BYTES` compressed (with what
+            each kind of page holds), or a sample is not in its page's entries (naming both).
+    """
+    raw = (site_dir / "search" / "search_index.json").read_bytes()
+    weight = len(gzip.compress(raw, mtime=0))
+    docs = json.loads(raw)["docs"]
+    kinds: dict[str, int] = {}
+    for entry in docs:
+        kind = entry["location"].split("/")[0] if "/" in entry["location"] else "other"
+        kinds[kind] = kinds.get(kind, 0) + len(entry["title"]) + len(entry["text"])
+    held = ", ".join(f"{kind} {size / 1e3:.0f} kB" for kind, size in sorted(kinds.items()))
+    if weight > MAX_INDEX_BYTES:
+        raise PluginError(
+            f"the search index weighs {weight / 1e3:.0f} kB compressed, over the "
+            f"{MAX_INDEX_BYTES / 1e3:.0f} kB it may (uncompressed text by page kind: {held})"
+        )
+    texts: dict[str, str] = {}
+    for entry in docs:
+        page = entry["location"].split("#")[0]
+        texts[page] = texts.get(page, "") + " " + plain(entry["title"] + " " + entry["text"])
+    for page, page_samples in sorted(samples.items()):
+        for sample in page_samples:
+            if " ".join(sample.split()) not in texts.get(page, ""):
+                raise PluginError(f"{page}: the search index lacks the paragraph {sample!r}")
+    return f"search index: {weight / 1e3:.0f} kB compressed ({len(raw) / 1e3:.0f} kB; {held})"

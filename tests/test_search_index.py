@@ -1,0 +1,84 @@
+"""What the search index holds and weighs (booktools.search_index)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from mkdocs.exceptions import PluginError
+
+from booktools import search_index
+from booktools.search_index import check_search_index, exclude_code, paragraph_samples
+
+PAGE = (
+    "<h2 id='idea'>The idea</h2><p>Attention is a weighted average of values, where the "
+    "weights come from queries and keys.</p><pre><code>import torch</code></pre>"
+    "<table><tr><td>num_heads</td></tr></table><p>Short one.</p>"
+)
+
+
+API = (
+    "<h1>attention_book.x</h1><p>What the authors wrote about the module.</p>"
+    '<div class="doc doc-contents first"><p>The module, in one line.</p><p>More.</p>'
+    '<h2 id="f">f</h2><div class="doc doc-contents "><p class="doc doc-class-bases">Bases</p>'
+    "<p>What f does.</p><ul><li>a detail</li></ul><table><tr><td>num_heads</td></tr></table>"
+    "<pre><code>def f(): ...</code></pre></div></div>"
+)
+
+
+def test_code_blocks_are_left_out_of_the_index():
+    chapter = exclude_code(PAGE, "chapters/x.md")
+    assert '<pre data-search-exclude="code">' in chapter
+    assert "<table>" in chapter and "<p>" in chapter  # a chapter's text is kept
+    assert exclude_code(PAGE, "api/index.md").count("data-search-exclude") == 1  # no docstring
+
+
+def test_the_api_pages_keep_each_docstring_summary_only():
+    from types import SimpleNamespace
+
+    from material.plugins.search.plugin import SearchIndex
+
+    index = SearchIndex(lang=["en"], separator="", pipeline=[], fields={})
+    page = SimpleNamespace(
+        content=exclude_code(API, "api/x.md"), toc=[], url="api/x/", meta={}, title="x"
+    )
+    index.add_entry_from_context(page)
+    text = " ".join(entry["title"] + " " + entry["text"] for entry in index.entries)
+    for kept in ("What the authors wrote", "The module, in one line.", "What f does.", "f"):
+        assert kept in text
+    for left_out in ("More.", "Bases", "a detail", "num_heads", "def f"):
+        assert left_out not in text
+
+
+def test_each_paragraph_of_a_few_words_is_sampled():
+    samples = paragraph_samples(PAGE)
+    assert samples == ["Attention is a weighted average of values, where the weights"]
+
+
+def write_index(site: Path, docs: list[dict]) -> None:
+    (site / "search").mkdir(parents=True, exist_ok=True)
+    data = {"config": {}, "docs": docs}
+    (site / "search" / "search_index.json").write_text(json.dumps(data), encoding="utf-8")
+
+
+def test_a_chapter_paragraph_missing_from_the_index_fails(tmp_path: Path):
+    text = "<p>Attention is a weighted average of <code>values</code>, where the weights come</p>"
+    write_index(tmp_path, [{"location": "chapters/x/#idea", "title": "The idea", "text": text}])
+    samples = {"chapters/x/": ["Attention is a weighted average of values, where the weights"]}
+    assert "search index:" in check_search_index(tmp_path, samples)
+    samples["chapters/x/"].append("A paragraph the index does not hold at all")
+    with pytest.raises(PluginError, match="chapters/x/: the search index lacks the paragraph"):
+        check_search_index(tmp_path, samples)
+
+
+def test_an_index_over_its_weight_fails(tmp_path: Path, monkeypatch):
+    import random
+
+    random.seed(0)
+    noise = "".join(random.choice("abcdefghij ") for _ in range(20_000))
+    write_index(tmp_path, [{"location": "api/x/", "title": "x", "text": noise}])
+    check_search_index(tmp_path, {})
+    monkeypatch.setattr(search_index, "MAX_INDEX_BYTES", 5_000)
+    with pytest.raises(PluginError, match="over the 5 kB it may"):
+        check_search_index(tmp_path, {})
