@@ -185,7 +185,6 @@ NO_SUMMARY_YET = frozenset(
         "chapters/scoring-functions.md",
         "chapters/self-attention.md",
         "chapters/transformer.md",
-        "chapters/vit.md",
     }
 )
 
