@@ -46,7 +46,6 @@ NOT_YET_SPLIT: frozenset[str] = frozenset(
         "chapters/optimizations.md",
         "chapters/scoring-functions.md",
         "chapters/transformer.md",
-        "chapters/vit.md",
     }
 )
 
