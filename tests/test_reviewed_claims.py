@@ -131,6 +131,10 @@ CORRECTED = [
     ("transformer.md", "The experiment measures what each of these buys", "no causal claim"),
     ("transformer.md", "Such relative methods encode the *offset*", "RoPE degraded in Fig. 1"),
     ("transformer.md", "both stacks would look different with warmup", "warmup is measured now"),
+    # Item 5 of "A core path": prose that reads a build-time number is worded by the build.
+    ("introduction.md", "number of parameters within a few percent", "the counts, from the run"),
+    ("introduction.md", "helps a great deal on this corpus; it does", "the gap, from the run"),
+    ("introduction.md", "to hold enough sentences for a stable BLEU", "measured: the fewest"),
 ]
 
 
