@@ -135,6 +135,10 @@ CORRECTED = [
     ("introduction.md", "number of parameters within a few percent", "the counts, from the run"),
     ("introduction.md", "helps a great deal on this corpus; it does", "the gap, from the run"),
     ("introduction.md", "to hold enough sentences for a stable BLEU", "measured: the fewest"),
+    ("multihead-attention.md", "a few seconds per model", "the table gives this build's times"),
+    ("multihead-attention.md", "stop near a loss of 0.5", "the caption gives the build's losses"),
+    ("multihead-attention.md", "three orders of magnitude within four", "one seed took five"),
+    ("multihead-attention.md", "simply uses them in pairs", "the split is the build's"),
 ]
 
 
