@@ -139,6 +139,9 @@ CORRECTED = [
     ("multihead-attention.md", "stop near a loss of 0.5", "the caption gives the build's losses"),
     ("multihead-attention.md", "three orders of magnitude within four", "one seed took five"),
     ("multihead-attention.md", "simply uses them in pairs", "the split is the build's"),
+    ("self-attention.md", "reaches every position equally", "within 4x, and 4x at distance 0"),
+    ("self-attention.md", "the gradient shrinks with every step along it", "two steps rise"),
+    ("self-attention.md", "so distance does not matter", "worded from the spread"),
 ]
 
 
