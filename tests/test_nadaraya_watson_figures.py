@@ -71,6 +71,13 @@ def test_the_learned_width_lands_on_the_grid_search():
     learned = rows["Parametric Gaussian, learned w"]
     searched = rows["Gaussian kernel, σ by leave-one-out"]
     assert learned[0] == pytest.approx(searched[0], abs=1e-3)  # the same leave-one-out loss
+    # "Before: a faint, wide band. After: a narrow, dark band" (the heatmaps' alt text).
+    data = nw_data()
+    with torch.no_grad():
+        model(data.x_test, data.x_train, data.y_train)
+    _, initial = fit("gaussian", 1.0)
+    assert nw_weight_spread(model.attention_weights) < 0.5 * nw_weight_spread(initial)
+    assert model.attention_weights.max() > 2 * initial.max()
 
 
 def test_the_fixed_gaussian_is_too_smooth():
