@@ -131,6 +131,17 @@ CORRECTED = [
     ("transformer.md", "The experiment measures what each of these buys", "no causal claim"),
     ("transformer.md", "Such relative methods encode the *offset*", "RoPE degraded in Fig. 1"),
     ("transformer.md", "both stacks would look different with warmup", "warmup is measured now"),
+    # Item 5 of "A core path": prose that reads a build-time number is worded by the build.
+    ("introduction.md", "number of parameters within a few percent", "the counts, from the run"),
+    ("introduction.md", "helps a great deal on this corpus; it does", "the gap, from the run"),
+    ("introduction.md", "to hold enough sentences for a stable BLEU", "measured: the fewest"),
+    ("multihead-attention.md", "a few seconds per model", "the table gives this build's times"),
+    ("multihead-attention.md", "stop near a loss of 0.5", "the caption gives the build's losses"),
+    ("multihead-attention.md", "three orders of magnitude within four", "one seed took five"),
+    ("multihead-attention.md", "simply uses them in pairs", "the split is the build's"),
+    ("self-attention.md", "reaches every position equally", "within 4x, and 4x at distance 0"),
+    ("self-attention.md", "the gradient shrinks with every step along it", "two steps rise"),
+    ("self-attention.md", "so distance does not matter", "worded from the spread"),
 ]
 
 

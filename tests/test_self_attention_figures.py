@@ -7,19 +7,27 @@ build whose numbers say something else cannot get the old sentence.
 
 from __future__ import annotations
 
+from itertools import pairwise
+from pathlib import Path
+
 import pytest
+import torch
 
 from attention_book.experiments.self_attention import (
     SEQUENCE_LENGTHS,
     TIMING_WIDTH,
     fitted_slope,
     self_attention_flops,
+    self_attention_gradient_reach,
 )
 from attention_book.figures.self_attention import (
+    self_attention_reach_facts,
+    self_attention_reach_verdicts,
     self_attention_timing_facts,
     self_attention_timing_table,
     self_attention_timing_verdicts,
 )
+from attention_book.positional import sinusoidal_table
 
 
 def power_law(exponent: float, scale: float = 1e-6, fixed: float = 0.0) -> list[float]:
@@ -109,3 +117,70 @@ def test_the_gru_gap_is_explained_only_when_it_exceeds_the_flops():
 def test_the_facts_are_those_of_the_run_the_table_shows(key):
     facts, table = self_attention_timing_facts(), self_attention_timing_table()
     assert f"| {facts[key]} |" in table
+
+
+# ---------------------------------------------------------------------------------------------
+# The gradient reach and the encodings' dot products, as the chapter's prose and alt texts read
+# them.
+
+
+def reach(gru: list[float], attention: list[float]) -> dict[str, list[float]]:
+    """A made-up gradient reach over 64 distances; the convolutions reach back 4."""
+    conv = [0.3] * 5 + [0.0] * 59
+    return {"4 convolutions": conv, "GRU": gru, "self-attention": attention}
+
+
+def test_an_exponential_gru_and_a_flat_attention_are_called_so():
+    facts = self_attention_reach_verdicts(reach([1.6**-d for d in range(64)], [0.03] * 64))
+    assert facts["conv_reach"] == "4"
+    assert "falls by 13 orders of magnitude from distance 0 to 63" in facts["gru"]
+    assert "close to a straight line" in facts["gru"] and "factor of 1.6" in facts["gru"]
+    assert "within a factor of 1.0" in facts["attention"]
+    assert "distance barely matters" in facts["attention"]
+    assert "fades exponentially" in facts["summary"] and "about equally" in facts["summary"]
+
+
+def test_other_shapes_are_not_called_exponential_or_equal():
+    bumpy = [10.0 ** -(d // 16 * 4) for d in range(64)]  # flat steps, then a drop of 4 decades
+    facts = self_attention_reach_verdicts(reach(bumpy, [0.03 * 1.1**d for d in range(64)]))
+    assert "not along a straight line" in facts["gru"]
+    assert "exponentially" not in facts["summary"]
+    assert "barely matters" not in facts["attention"]
+    assert "varies with distance" in facts["summary"]
+    flat = self_attention_reach_verdicts(reach([1.0] * 64, [0.03] * 64))
+    assert "does not fall by a factor of 10" in flat["gru"]
+
+
+def test_the_measured_reach_reads_as_the_alt_text_says():
+    measured = self_attention_gradient_reach()
+    conv = next(iter(measured.values()))
+    assert all(g > 0 for g in conv[:5]) and not any(conv[5:])  # four back, then exactly zero
+    facts = self_attention_reach_facts()
+    assert facts["conv_reach"] == "4"
+    assert "close to a straight line" in facts["gru"]  # "close to a straight line"
+    gru = measured["GRU"]
+    assert gru[0] / gru[-1] > 1e10  # "many orders of magnitude"
+    attention = measured["self-attention"]
+    assert "distance barely matters" in facts["attention"]  # "a small band"
+    assert attention[0] > max(attention[1:])  # "at every distance but the first"
+
+
+def test_the_encodings_dot_products_read_as_the_figure_says():
+    table = sinusoidal_table(160, 64, dtype=torch.float64)
+    gram = table @ table.T
+    for offset in (1, 7, 30):  # the heatmap is constant along every diagonal
+        diagonal = gram.diagonal(offset)
+        assert torch.allclose(diagonal, diagonal[0].expand_as(diagonal), atol=1e-9)
+    curve = [float(table[0] @ table[d]) for d in range(60)]  # the figure's distances
+    assert curve[0] == pytest.approx(32.0) and max(curve) == curve[0]
+    assert min(curve[1:4]) > max(curve[10:])  # near positions are more similar than distant
+    assert any(b > a for a, b in pairwise(curve))  # not monotonic: bumps
+    small = sinusoidal_table(60, 32)  # the heatmap: its last pair is nearly constant (0, 1)
+    assert small[:, -2].abs().max() < 0.02 and small[:, -1].min() > 0.99
+
+
+def test_the_page_words_the_reach_from_the_build():
+    page = Path(__file__).resolve().parents[1] / "docs" / "chapters" / "self-attention.md"
+    text = page.read_text(encoding="utf-8")
+    for key in ("conv_reach", "gru", "attention", "summary"):
+        assert f"{{{{ build:self_attention_reach_facts.{key} }}}}" in text, key

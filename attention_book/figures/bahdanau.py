@@ -42,6 +42,8 @@ __all__ = [
     "bahdanau_samples_table",
     "bahdanau_summary",
     "introduction_bottleneck_diagram",
+    "introduction_evidence_facts",
+    "introduction_evidence_verdicts",
     "introduction_exact_match_by_length",
     "introduction_exact_match_findings",
 ]
@@ -382,6 +384,76 @@ def introduction_exact_match_findings() -> str:
     return "\n".join(lines) + "\n"
 
 
+def introduction_evidence_verdicts(
+    bleu: dict[str, list[float]], exact: dict[str, list[float]], parameters: dict[str, int]
+) -> dict[str, str]:
+    """The Introduction's sentences on the experiment, worded from its numbers.
+
+    Args:
+        bleu: Per model (``"plain"``, ``"attention"``), test BLEU in each bucket of
+            `LENGTH_BUCKETS`.
+        exact: The same for the percentage of test sentences translated exactly right.
+        parameters: Per model, its number of parameters.
+
+    Returns:
+        ``"parameters_plain"``, ``"parameters_attention"`` (with thousands separators);
+        ``"plain_short"``: how the model without attention does on the shortest sources (weak
+        where it translates fewer than half of them exactly right); ``"verdict"``: what the
+        gap between the models shows, and, when the plain model's BLEU falls with length,
+        what the experiment cannot tell about that decline.
+    """
+    first = _bucket_label(*LENGTH_BUCKETS[0])
+    facts = {f"parameters_{name}": f"{parameters[name]:,}" for name in ("plain", "attention")}
+    short = (
+        f"on sources of {first} tokens it reaches a BLEU of {bleu['plain'][0]:.1f} and "
+        f"translates {exact['plain'][0]:.1f}% of them exactly right (the attention model: "
+        f"{bleu['attention'][0]:.1f} and {exact['attention'][0]:.1f}%)"
+    )
+    if exact["plain"][0] < 50:
+        facts["plain_short"] = (
+            "And the model without attention is already weak on the shortest sentences, where "
+            f"a fixed context should suffice: {short}."
+        )
+    else:
+        facts["plain_short"] = (
+            "On the shortest sentences, where a fixed context should suffice, the model "
+            f"without attention does well: {short}."
+        )
+    gaps = [a - p for a, p in zip(bleu["attention"], bleu["plain"], strict=True)]
+    ahead = sum(gap > 0 for gap in gaps)
+    if ahead == len(gaps):
+        size = "a great deal" if min(gaps) >= 10 else "somewhat"
+        verdict = (
+            f"So the experiment shows that attention helps {size} on this corpus: the attention "
+            f"model is ahead by {min(gaps):.1f} to {max(gaps):.1f} BLEU points at every length"
+        )
+    else:
+        verdict = (
+            f"So the experiment shows that attention helps on this corpus in {ahead} of the "
+            f"{len(gaps)} length buckets only"
+        )
+    if _trend(bleu["plain"][0], bleu["plain"][-1]) == "falls":
+        verdict += (
+            "; it does not by itself show that the fixed context is what makes the plain "
+            "model decline with length."
+        )
+    else:
+        verdict += "; the plain model does not decline with length here."
+    facts["verdict"] = verdict
+    return facts
+
+
+def introduction_evidence_facts() -> dict[str, str]:
+    """`introduction_evidence_verdicts` of the cached run: values and sentences for the prose."""
+    result = bahdanau_experiment()
+    references, lengths = bahdanau_test_references()
+    names = ("plain", "attention")
+    greedy = result["greedy"]
+    bleu = {n: bahdanau_bleu_by_bucket(greedy[n], references, lengths)[0] for n in names}
+    exact = {n: bahdanau_exact_match_by_bucket(greedy[n], references, lengths) for n in names}
+    return introduction_evidence_verdicts(bleu, exact, result["num_parameters"])
+
+
 def _digit_tokens(sentence: str) -> list[str]:
     """The tokens of a sentence that contain a digit: years, times, written quantities."""
     return [token for token in sentence.split() if any(c.isdigit() for c in token)]
@@ -475,6 +547,7 @@ FIGURES = (
     introduction_bottleneck_diagram,
     introduction_exact_match_by_length,
     introduction_exact_match_findings,
+    introduction_evidence_facts,
     bahdanau_diagram,
     bahdanau_summary,
     bahdanau_bleu_by_length,

@@ -5,6 +5,8 @@ Drawing only: the models they show are trained in `attention_book.experiments.mu
 
 from __future__ import annotations
 
+from typing import Any
+
 import matplotlib.pyplot as plt
 import torch
 from matplotlib.figure import Figure
@@ -23,8 +25,13 @@ __all__ = [
     "multihead_accuracy_table",
     "multihead_binding_facts",
     "multihead_binding_verdict",
+    "multihead_head_facts",
     "multihead_head_heatmaps",
+    "multihead_head_verdict",
     "multihead_loss_curves",
+    "multihead_loss_facts",
+    "multihead_loss_verdict",
+    "multihead_neighbour_weights",
 ]
 
 COLORS = {1: "#d62728", 2: "#1f77b4", 4: "#2ca02c"}
@@ -135,6 +142,133 @@ def multihead_loss_curves() -> Figure:
     return fig
 
 
+def _first_epoch_below(losses: list[float], level: float) -> int | None:
+    """The first epoch (counted from 1) whose loss is below `level`; None if there is none."""
+    return next((epoch for epoch, loss in enumerate(losses, start=1) if loss < level), None)
+
+
+def multihead_loss_verdict(runs: list[dict[str, Any]]) -> dict[str, str]:
+    """The caption's sentence on the loss curves, worded from the runs' losses.
+
+    Args:
+        runs: `multihead_experiment`'s ``"runs"`` (or the same shape): each with
+            ``"num_heads"`` and ``"train_loss"``, one loss per epoch.
+
+    Returns:
+        ``"caption"``: where the one-head runs and the others end, how many times apart, and
+        by which epoch every run with more heads is below 1% of its first epoch's loss.
+    """
+    one = [run["train_loss"][-1] for run in runs if run["num_heads"] == 1]
+    more = [run for run in runs if run["num_heads"] > 1]
+    last = [run["train_loss"][-1] for run in more]
+    ratio = min(one) / max(last)
+    if ratio >= 10:
+        place, apart = "far above", f"at least {ratio:,.0f} times lower"
+    else:
+        place, apart = "not far above", f"the lowest one-head loss is only {ratio:.1f} times theirs"
+    text = (
+        f"After the last epoch, the one-head runs end {place} the others: at {min(one):.2g} to "
+        f"{max(one):.2g}, against {min(last):.2g} to {max(last):.2g} for the two- and "
+        f"four-head runs ({apart})."
+    )
+    below = [_first_epoch_below(run["train_loss"], run["train_loss"][0] / 100) for run in more]
+    if None in below:
+        text += " Not every two- or four-head run falls below 1% of its first epoch's loss."
+    else:
+        text += (
+            " Every two- and four-head run is below 1% of its first epoch's loss by epoch "
+            f"{max(below)}."
+        )
+    return {"caption": text}
+
+
+def multihead_loss_facts() -> dict[str, str]:
+    """`multihead_loss_verdict` of the cached experiment."""
+    return multihead_loss_verdict(multihead_experiment()["runs"])
+
+
+def multihead_neighbour_weights(num_heads: int) -> tuple[list[float], list[float]]:
+    """Each head's mean weight on the token before and after, over 200 fresh sequences.
+
+    The measurement of the chapter's block (sequences of seed 7), on the cached model of the
+    first seed.
+
+    Args:
+        num_heads: 1, 2 or 4: which trained model.
+
+    Returns:
+        (weight on position i - 1, weight on position i + 1), one number per head.
+    """
+    num_steps, vocab_size = MULTIHEAD_CONFIG.num_steps, MULTIHEAD_CONFIG.vocab_size
+    tokens, _ = multihead_neighbor_batch(
+        200, num_steps, vocab_size, torch.Generator().manual_seed(7)
+    )
+    model = multihead_trained_model(num_heads)
+    with torch.no_grad():
+        model(tokens)
+    weights = model.attention.attention_weights  # (batch, heads, queries, keys)
+    i = torch.arange(num_steps)
+    before = weights[..., i, (i - 1) % num_steps].mean(dim=(0, 2))  # (heads,)
+    after = weights[..., i, (i + 1) % num_steps].mean(dim=(0, 2))
+    return before.tolist(), after.tolist()
+
+
+def multihead_head_verdict(before: list[float], after: list[float]) -> dict[str, str]:
+    """What the heads of the model with more heads than relations do, worded from their weights.
+
+    Args:
+        before: Each head's mean weight on the token before (`multihead_neighbour_weights`).
+        after: The same on the token after.
+
+    Returns:
+        ``"spread"``: a sentence on how the heads share the two neighbours, and how sharply;
+        ``"pairs"``: the end of the conclusion's sentence on them.
+    """
+    words = ("no", "one", "two", "three", "four", "five", "six", "seven", "eight")
+    sides = ["before" if b >= a else "after" for b, a in zip(before, after, strict=True)]
+    largest = [max(b, a) for b, a in zip(before, after, strict=True)]
+    heads = len(sides)
+    counts = {side: sides.count(side) for side in ("before", "after")}
+    if min(largest) <= 0.5 or 0 in counts.values():
+        return {
+            "spread": (
+                f"With {words[heads]} heads, the heads do not each serve one neighbour: in this "
+                "build, "
+                "some head gives neither of them most of its weight, or one neighbour has no "
+                "head of its own."
+            ),
+            "pairs": (
+                f"with {words[heads]} heads the model does not give each neighbour heads of its own"
+            ),
+        }
+    sharp = sum(w > 0.9 for w in largest)
+    if sharp == heads:
+        manner = "every one of them sharply (more than 90% of its weight on it)"
+    elif sharp == 0:
+        manner = "none of them sharply (each keeps more than 10% of its weight elsewhere)"
+    else:
+        manner = (
+            f"{words[sharp]} of them sharply (more than 90% of their weight on it) and "
+            f"{words[heads - sharp]} with part of their weight elsewhere"
+        )
+    split = (
+        f"{words[counts['before']]} to the token before and "
+        f"{words[counts['after']]} to the token after"
+    )
+    return {
+        "spread": (
+            f"With {words[heads]} heads, each head serves one of the two neighbours, {manner}; "
+            f"in this build the model gives {split}. Nothing forces a one-to-one assignment."
+        ),
+        "pairs": f"with {words[heads]} heads the model gives {split}",
+    }
+
+
+def multihead_head_facts() -> dict[str, str]:
+    """`multihead_head_verdict` of the cached four-head model."""
+    return multihead_head_verdict(*multihead_neighbour_weights(4))
+
+
 def multihead_head_heatmaps() -> Figure:
     """Per-head attention weights of the trained 1-, 2- and 4-head models on one input."""
     sizes = MULTIHEAD_CONFIG.num_steps, MULTIHEAD_CONFIG.vocab_size
@@ -163,6 +297,8 @@ def multihead_head_heatmaps() -> Figure:
 FIGURES = (
     multihead_accuracy_table,
     multihead_loss_curves,
+    multihead_loss_facts,
     multihead_head_heatmaps,
+    multihead_head_facts,
     multihead_binding_facts,
 )

@@ -7,6 +7,9 @@ Drawing only: the timing and gradient measurements live in
 
 from __future__ import annotations
 
+import math
+import statistics
+
 import matplotlib.pyplot as plt
 import torch
 from matplotlib.figure import Figure
@@ -29,6 +32,8 @@ __all__ = [
     "self_attention_encoding_dot_products",
     "self_attention_encoding_heatmap",
     "self_attention_gradient_reach_plot",
+    "self_attention_reach_facts",
+    "self_attention_reach_verdicts",
     "self_attention_timing_facts",
     "self_attention_timing_plot",
     "self_attention_timing_table",
@@ -283,6 +288,72 @@ def self_attention_gradient_reach_plot() -> Figure:
     return fig
 
 
+def self_attention_reach_verdicts(reach: dict[str, list[float]]) -> dict[str, str]:
+    """The sentences that read the gradient reach, worded from the norms.
+
+    Args:
+        reach: `self_attention_gradient_reach`'s result (or the same shape): per layer name
+            (the convolution stack's first, then ``"GRU"`` and ``"self-attention"``), one
+            gradient norm per distance back from the last position, ``0, 1, ...``.
+
+    Returns:
+        ``"conv_reach"``: the largest distance at which the convolution stack's gradient is not
+        zero; the sentences ``"gru"``, ``"attention"`` and ``"summary"``.
+    """
+    conv = next(iter(reach.values()))
+    gru, attention = reach["GRU"], reach["self-attention"]
+    last = len(gru) - 1
+    facts = {"conv_reach": str(max(d for d, g in enumerate(conv) if g > 0))}
+
+    # The GRU: how many decades it falls, and how close to a straight line on the log scale.
+    logs = [math.log10(g) for g in gru]
+    mean_d, mean_log = last / 2, statistics.fmean(logs)
+    slope = sum((d - mean_d) * (y - mean_log) for d, y in enumerate(logs)) / sum(
+        (d - mean_d) ** 2 for d in range(len(logs))
+    )
+    residual = max(abs(y - mean_log - slope * (d - mean_d)) for d, y in enumerate(logs))
+    orders = logs[0] - logs[-1]
+    falls = f"Its gradient falls by {orders:.0f} orders of magnitude from distance 0 to {last}"
+    if orders < 1:
+        facts["gru"] = f"Its gradient does not fall by a factor of 10 from distance 0 to {last}."
+        gru_summary = "a GRU's reach does not fade here"
+    elif residual < 1:
+        facts["gru"] = (
+            f"{falls}, close to a straight line on the log scale (no point is a decade off the "
+            f"fitted line): on average it shrinks by a factor of {10**-slope:.1f} per step "
+            "back."
+        )
+        gru_summary = "a GRU's reach fades exponentially with distance"
+    else:
+        facts["gru"] = f"{falls}, but not along a straight line on the log scale."
+        gru_summary = "a GRU's reach fades with distance"
+
+    # Self-attention: the spread over distances 1 and beyond; distance 0 is also the query.
+    rest = attention[1:]
+    spread = max(rest) / min(rest)
+    facts["attention"] = (
+        f"From distance 1 to {last} its gradient stays within a factor of {spread:.1f}, "
+        f"against the GRU's {orders:.0f} orders of magnitude; only at distance 0, the input "
+        "that is also the query, is it larger, "
+        f"{attention[0] / statistics.median(rest):.1f} times their median."
+    )
+    if spread < 10:
+        facts["attention"] += " On the figure's scale, distance barely matters."
+        attention_summary = "self-attention reaches every distance about equally"
+    else:
+        attention_summary = "self-attention's reach varies with distance in this build"
+    facts["summary"] = (
+        "Measured by gradients, a stack of convolutions sees a fixed window, "
+        f"{gru_summary}, and {attention_summary}."
+    )
+    return facts
+
+
+def self_attention_reach_facts() -> dict[str, str]:
+    """`self_attention_reach_verdicts` of this build's measurement."""
+    return self_attention_reach_verdicts(self_attention_gradient_reach())
+
+
 def self_attention_encoding_heatmap() -> Figure:
     """The sinusoidal table for 60 positions and 32 features, as a heatmap."""
     table = sinusoidal_table(60, 32)
@@ -346,6 +417,7 @@ FIGURES = (
     self_attention_timing_table,
     self_attention_timing_facts,
     self_attention_gradient_reach_plot,
+    self_attention_reach_facts,
     self_attention_encoding_heatmap,
     self_attention_encoding_columns,
     self_attention_encoding_dot_products,
