@@ -163,13 +163,11 @@ def test_every_deep_dive_is_nested_under_its_chapter_and_linked_from_it():
 NO_SUMMARY_YET = frozenset(
     {
         "chapters/attention-cues.md",
-        "chapters/bahdanau.md",
         "chapters/flash-attention.md",
         "chapters/introduction.md",
         "chapters/multihead-attention.md",
         "chapters/nadaraya-watson.md",
         "chapters/optimizations.md",
-        "chapters/scoring-functions.md",
         "chapters/self-attention.md",
         "chapters/transformer.md",
         "chapters/vit.md",
