@@ -179,9 +179,9 @@ def test_beam_search_needs_no_parameters_in_the_model():
 
 
 def test_the_bahdanau_chapter_shows_this_counterexample(capsys):
-    # The chapter's block runs on its own; here it runs again, and its table must be the one
-    # above, so that the page and the tests show the same thing.
-    page = Path(__file__).resolve().parents[1] / "docs" / "chapters" / "bahdanau.md"
+    # The block of the chapter's deep dive on decoding runs on its own; here it runs again, and
+    # its table must be the one above, so that the page and the tests show the same thing.
+    page = Path(__file__).resolve().parents[1] / "docs" / "chapters" / "bahdanau-decoding.md"
     blocks = re.findall(r"^```python\n(.*?)^```", page.read_text(encoding="utf-8"), re.M | re.S)
     (block,) = [b for b in blocks if "class TableDecoder" in b]
     namespace: dict = {}

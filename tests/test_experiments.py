@@ -134,6 +134,11 @@ def test_scaling_keeps_the_variance_at_one():
         assert results["variance_scaled"][i] == pytest.approx(1.0, rel=0.15)
         assert results["variance_unscaled"][i] == pytest.approx(d, rel=0.15)
     assert results["largest_weight_unscaled"][-1] > 0.9 > results["largest_weight_scaled"][-1]
+    # The chapter's summary: unscaled, the gradient at the scores collapses as d grows; scaled,
+    # it hardly changes with d (its sentence under the table is worded by the build).
+    unscaled, scaled = results["gradient_unscaled"], results["gradient_scaled"]
+    assert unscaled[-1] < unscaled[DIMS.index(16)] / 100
+    assert max(scaled) < 1.25 * min(scaled)
 
 
 # --- FlashAttention --------------------------------------------------------------------------

@@ -285,3 +285,72 @@ def test_the_norm_verdict_follows_the_three_stacks_numbers():
     apart["post-norm, warm-up"][0] = 5.0
     text = verdict(apart, warmup_steps=100, peak=0.01)
     assert "6.00 (post-norm), 5.00 (post-norm with warmup) and 6.00 (pre-norm)" in text
+
+
+# ---------------------------------------------------------------------------------------------
+# The scoring-functions chapter: the sentences that read the scaling measurements
+
+
+def test_the_scaling_sentence_words_the_numbers_it_is_given():
+    from attention_book.figures.scoring import scoring_gradient_words as words
+
+    dims = (1, 16, 1024)
+    measured = {
+        "largest_weight_unscaled": [0.142, 0.619, 0.956],
+        "largest_weight_scaled": [0.142, 0.160, 0.164],
+        "gradient_unscaled": [0.191, 0.223, 4.48e-5],
+        "gradient_scaled": [0.191, 0.216, 0.216],
+    }
+    text = words(measured, dims)
+    assert "climbs from 0.14 at $d = 1$ to 0.96 at $d = 1024$" in text
+    assert "stays between 0.14 and 0.16" in text
+    assert "4,978 times smaller than at $d = 16$ (3.7 orders of magnitude)" in text
+    assert "within 12% of its value at $d = 16$ at every size from 1 to 1024" in text
+    flat = {
+        "largest_weight_unscaled": [0.14, 0.15, 0.16],
+        "largest_weight_scaled": [0.14, 0.30, 0.60],
+        "gradient_unscaled": [0.2, 0.2, 0.1],
+        "gradient_scaled": [0.1, 0.2, 0.4],
+    }
+    text = words(flat, dims)
+    assert "2 times smaller" in text and "orders of magnitude" not in text
+    assert "moves by up to 100% of its value at $d = 16$" in text and "within" not in text
+    assert "Unscaled, the mean largest weight stays between 0.14 and 0.16" in text
+    assert "Scaled, the mean largest weight ranges from 0.14 to 0.60" in text
+
+
+def test_the_saturation_sentence_counts_the_rows_it_is_given():
+    import torch
+
+    from attention_book.figures.scoring import scoring_saturation_words as words
+
+    one_hot, uniform = torch.eye(4), torch.full((4, 4), 0.25)
+    mixed = torch.tensor([[0.95, 0.05], [0.6, 0.4], [0.5, 0.5]])  # (num_queries, num_keys)
+    text = words(torch.stack([one_hot, uniform]))  # (2, num_queries, num_keys)
+    assert text == (
+        "Unscaled, 4 of the 4 queries give more than half of their weight to a single key, "
+        "and 4 more than 90%; scaled, 0 and 0."
+    )
+    assert words(torch.stack([mixed, mixed])).startswith(
+        "Unscaled, 2 of the 3 queries give more than half of their weight to a single key, "
+        "and 1 more than 90%; scaled, 2 and 1."
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# The Bahdanau chapter: the caveat's verdict on the shortest sources
+
+
+def test_the_short_source_verdict_says_how_far_behind_the_plain_model_is():
+    from attention_book.figures.bahdanau import bahdanau_short_source_verdict as verdict
+
+    weak = verdict(50.1, 99.6)
+    assert weak == (
+        "The model without attention is thus already weak there, 49.5 BLEU points behind."
+    )
+    close = verdict(95.0, 99.6)
+    assert close == (
+        "The model without attention is thus within 10 BLEU points of the attention model "
+        "there (4.6 behind)."
+    )
+    assert "weak" not in verdict(99.0, 98.0)

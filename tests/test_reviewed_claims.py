@@ -113,6 +113,9 @@ CORRECTED = [
     # The second review (issue "Corrections from a second expert review").
     ("bahdanau.md", "at least as probable as the greedy one", "beam search has no such bound"),
     ("bahdanau.md", "assert b.score >= g.score", "beam search can lose to greedy"),
+    ("bahdanau-decoding.md", "at least as probable as the greedy one", "beam search: no bound"),
+    ("bahdanau-decoding.md", "assert b.score >= g.score", "beam search can lose to greedy"),
+    ("bahdanau-luong.md", "four gates instead of a GRU's three", "three gates and a candidate"),
     ("transformer.md", "at least as probable as the greedy one", "beam search has no such bound"),
     ("transformer.md", "assert b.score >= g.score", "an observation, not a theorem"),
     ("introduction.md", "assert longest * embed_size > context_size", "it cannot fail"),
@@ -142,6 +145,12 @@ CORRECTED = [
     ("self-attention.md", "reaches every position equally", "within 4x, and 4x at distance 0"),
     ("self-attention.md", "the gradient shrinks with every step along it", "two steps rise"),
     ("self-attention.md", "so distance does not matter", "worded from the spread"),
+    # The split into core pages and deep dives (issue "A core path through the book"): prose
+    # that read a build-time number is worded by the build now.
+    ("bahdanau.md", "the model without attention is already weak", "a verdict: the build's"),
+    ("scoring-functions.md", "most queries give nearly all their weight", "3 of 8 rows: counted"),
+    ("scoring-functions.md", "give the same gradient at every size", "12% apart: the build's"),
+    ("scoring-functions.md", "neither changes with $d$", "both move a little: the build's"),
 ]
 
 

@@ -40,6 +40,7 @@ __all__ = [
     "bahdanau_exercise_long_bleu",
     "bahdanau_findings",
     "bahdanau_samples_table",
+    "bahdanau_short_source_verdict",
     "bahdanau_summary",
     "introduction_bottleneck_diagram",
     "introduction_evidence_facts",
@@ -459,6 +460,29 @@ def _digit_tokens(sentence: str) -> list[str]:
     return [token for token in sentence.split() if any(c.isdigit() for c in token)]
 
 
+def bahdanau_short_source_verdict(plain: float, attention: float, margin: float = 10.0) -> str:
+    """One sentence: whether the plain model is already weak on the shortest sources.
+
+    Args:
+        plain: BLEU of the model without attention on the shortest sources.
+        attention: BLEU of the attention model on the same sources.
+        margin: How many BLEU points behind make the plain model "weak" there.
+
+    Returns:
+        The verdict with the gap it rests on.
+    """
+    gap = attention - plain
+    if gap > margin:
+        return (
+            f"The model without attention is thus already weak there, {gap:.1f} BLEU points behind."
+        )
+    side = "behind" if gap >= 0 else "ahead"
+    return (
+        f"The model without attention is thus within {margin:g} BLEU points of the attention "
+        f"model there ({abs(gap):.1f} {side})."
+    )
+
+
 def bahdanau_baseline_caveat() -> str:
     """Markdown bullets: how weak the plain model is on short sources, and what copying buys."""
     result = bahdanau_experiment()
@@ -483,7 +507,8 @@ def bahdanau_baseline_caveat() -> str:
         f"- On the shortest sources ({first} tokens), which one vector of {size} numbers "
         f"should be able to hold, the model without attention reaches a BLEU of "
         f"{bleu['plain']:.1f} and translates {exact:.1f}% of the sentences exactly right; the "
-        f"attention model reaches {bleu['attention']:.1f}.\n"
+        f"attention model reaches {bleu['attention']:.1f}. "
+        f"{bahdanau_short_source_verdict(bleu['plain'], bleu['attention'])}\n"
         f"- Of the {len(with_digits):,} test sentences whose reference contains digits (years, "
         "times, quantities written in figures), the model without attention writes exactly "
         f"the reference's digit tokens, in order, in {100 * copied['plain']:.1f}% of them; the "

@@ -26,9 +26,13 @@ __all__ = [
     "FIGURES",
     "scoring_both_heatmaps",
     "scoring_gradient_vs_d",
+    "scoring_gradient_words",
     "scoring_masked_softmax",
     "scoring_sample_sizes",
     "scoring_saturation_heatmaps",
+    "scoring_saturation_notes",
+    "scoring_saturation_words",
+    "scoring_scaling_notes",
     "scoring_scaling_table",
     "scoring_variance_vs_d",
 ]
@@ -165,16 +169,109 @@ def scoring_scaling_table() -> str:
     return "\n".join(lines)
 
 
-def scoring_saturation_heatmaps() -> Figure:
-    """Weights of eight queries over eight keys at d = 256, without and with 1/sqrt(d)."""
+def scoring_gradient_words(results: dict[str, list[float]], dims: tuple[int, ...] = DIMS) -> str:
+    """Two sentences: how the largest weight and the gradient at the scores move with d.
+
+    Args:
+        results: The measurements, as `scoring_scaling_measurements` returns them (at least
+            the largest weights and the gradients, unscaled and scaled, one value per d).
+        dims: The sizes d the values belong to, in order; they include 16.
+
+    Returns:
+        Markdown: the unscaled numbers, then the scaled ones, each with the words they call
+        for (a gradient more than ten times smaller is given in orders of magnitude; a
+        measure that stays within 25% of itself "stays").
+    """
+    at_16 = dims.index(16)
+    first, last = dims[0], dims[-1]
+
+    def largest_weight(how: str) -> str:
+        values = results[f"largest_weight_{how}"]
+        low, high = min(values), max(values)
+        if high <= 1.25 * low:
+            return f"stays between {low:.2f} and {high:.2f}"
+        if how == "unscaled" and values[-1] > values[0]:
+            return (
+                f"climbs from {values[0]:.2f} at $d = {first}$ to {values[-1]:.2f} at $d = {last}$"
+            )
+        return f"ranges from {low:.2f} to {high:.2f}"
+
+    unscaled = results["gradient_unscaled"]
+    drop = unscaled[at_16] / unscaled[-1]
+    if drop >= 1:
+        change = f"{drop:,.0f} times smaller than at $d = 16$"
+        if drop >= 10:
+            change += f" ({math.log10(drop):.1f} orders of magnitude)"
+    else:
+        change = f"{1 / drop:,.0f} times larger than at $d = 16$"
+    scaled = results["gradient_scaled"]
+    spread = max(abs(g / scaled[at_16] - 1) for g in scaled)
+    if spread <= 0.25:
+        steady = (
+            f"stays within {100 * spread:.0f}% of its value at $d = 16$ at every size from "
+            f"{first} to {last}"
+        )
+    else:
+        steady = f"still moves by up to {100 * spread:.0f}% of its value at $d = 16$"
+    return (
+        f"Unscaled, the mean largest weight {largest_weight('unscaled')}, and the median "
+        f"gradient at $d = {last}$ is {change}. Scaled, the mean largest weight "
+        f"{largest_weight('scaled')}, and the median gradient {steady}."
+    )
+
+
+def scoring_scaling_notes() -> str:
+    """The scaling measurement in words (`scoring_gradient_words` of the measured numbers)."""
+    return scoring_gradient_words(scoring_scaling_measurements())
+
+
+@cache
+def _saturation_weights() -> torch.Tensor:
+    """Softmax weights of eight queries over eight keys at d = 256, unscaled then scaled.
+
+    Returns:
+        The weights, of shape (2, num_queries, num_keys).
+    """
     generator = torch.Generator().manual_seed(2)
     d = 256
     queries = torch.randn(8, d, generator=generator)  # (num_queries, d)
     keys = torch.randn(8, d, generator=generator)  # (num_keys, d)
     scores = queries @ keys.T  # (num_queries, num_keys)
-    weights = torch.stack([torch.softmax(scores, -1), torch.softmax(scores / math.sqrt(d), -1)])
+    return torch.stack([torch.softmax(scores, -1), torch.softmax(scores / math.sqrt(d), -1)])
+
+
+def scoring_saturation_words(weights: torch.Tensor) -> str:
+    """One sentence: how many queries give most of their weight to a single key.
+
+    It counts the rows whose largest weight is more than half, and more than 90%, unscaled
+    and scaled.
+
+    Args:
+        weights: Unscaled and scaled softmax weights, of shape (2, num_queries, num_keys).
+
+    Returns:
+        The four counts in a sentence.
+    """
+    largest = weights.max(dim=-1).values  # (2, num_queries)
+    (half, most), (half_scaled, most_scaled) = (
+        (int((row > 0.5).sum()), int((row > 0.9).sum())) for row in largest
+    )
+    return (
+        f"Unscaled, {half} of the {weights.shape[1]} queries give more than half of their "
+        f"weight to a single key, and {most} more than 90%; scaled, {half_scaled} and "
+        f"{most_scaled}."
+    )
+
+
+def scoring_saturation_notes() -> str:
+    """What the saturation heatmaps show, counted (`scoring_saturation_words`)."""
+    return scoring_saturation_words(_saturation_weights())
+
+
+def scoring_saturation_heatmaps() -> Figure:
+    """Weights of eight queries over eight keys at d = 256, without and with 1/sqrt(d)."""
     return show_heatmaps(
-        weights[None],  # (1, 2, num_queries, num_keys)
+        _saturation_weights()[None],  # (1, 2, num_queries, num_keys)
         xlabel="Keys",
         ylabel="Queries",
         titles=["q·k (d = 256)", "q·k / √d"],
@@ -190,5 +287,7 @@ FIGURES = (
     scoring_variance_vs_d,
     scoring_gradient_vs_d,
     scoring_scaling_table,
+    scoring_scaling_notes,
     scoring_saturation_heatmaps,
+    scoring_saturation_notes,
 )
