@@ -42,7 +42,6 @@ PACE = 1_000
 NOT_YET_SPLIT: frozenset[str] = frozenset(
     {
         "chapters/bahdanau.md",
-        "chapters/flash-attention.md",
         "chapters/optimizations.md",
         "chapters/scoring-functions.md",
         "chapters/transformer.md",
