@@ -176,7 +176,6 @@ def test_every_deep_dive_is_nested_under_its_chapter_and_linked_from_it():
 NO_SUMMARY_YET = frozenset(
     {
         "chapters/bahdanau.md",
-        "chapters/flash-attention.md",
         "chapters/optimizations.md",
         "chapters/scoring-functions.md",
         "chapters/transformer.md",
