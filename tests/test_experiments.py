@@ -171,6 +171,17 @@ def test_tiling_steps_hold_exact_attention_over_the_keys_seen_at_every_step():
             assert torch.equal(step["rescale"] < 1, step["m"] > before)
 
 
+def test_the_explorer_example_is_the_one_the_chapter_describes():
+    """The core page's slider: blocks of 4 queries and 4 keys, four key/value blocks, float64;
+    acc / l is exact over the keys loaded so far at every step, and over all keys only once the
+    last block is in."""
+    steps = flash_tiling_steps()["steps"]
+    assert len(steps) == 4 and steps[0]["weights"].shape == (4, 16)
+    assert steps[0]["weights"].dtype == torch.float64
+    assert all(step["error_seen"] < 1e-12 for step in steps)
+    assert all(step["error_all"] > 1e-3 for step in steps[:-1]) and steps[-1]["error_all"] < 1e-12
+
+
 def test_tiling_steps_name_a_size_that_is_not_positive():
     with pytest.raises(ValueError, match="num_key_blocks=0"):
         flash_tiling_steps(num_key_blocks=0)

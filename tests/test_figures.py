@@ -88,6 +88,61 @@ def test_results_figures_read_the_directory_they_are_given(tmp_path):
     assert "| 1,024 | 1.0 | 2.0 | 1.0 | 2.0 | yes |" in table and "2024-01-02" in table
 
 
+def _memory_report(rows):
+    """A synthetic flash_memory.json (test data, not a measurement): (n, naive, tiled) in MiB."""
+    mib = 2**20
+
+    def counts(counted, rss):
+        return {"counted_bytes": counted * mib, "rss_bytes": rss * mib}
+
+    results = [
+        {"seq_len": n, "naive": counts(*naive), "tiled": counts(*tiled), "outputs_agree": True}
+        for n, naive, tiled in rows
+    ]
+    environment = {"date_utc": "2024-01-02T03:04:05", "machine": "test", "torch": "0"}
+    return {"environment": environment, "results": results}
+
+
+def test_the_memory_benchmark_is_worded_from_its_numbers(tmp_path):
+    # The FlashAttention chapter's verdict on counted bytes against RSS comes from the file:
+    # "agree closely" only where they do, and the growths as they were measured.
+    close = [(1024, (12.0, 12.3), (4.4, 5.4)), (4096, (192.0, 193.2), (5.2, 11.0))]
+    (tmp_path / "flash_memory.json").write_text(json.dumps(_memory_report(close)))
+    text = " ".join(draw("flash_memory_rss", tmp_path).split())
+    assert "within 2.5% of its count at every length" in text
+    assert "the score-sized tensors are all there is" in text
+    assert "exceeds its count by 1.0 to 5.8 MiB" in text
+    assert "from 5.4 to 11.0 MiB" in text and "from 12.3 to 193.2 MiB" in text
+    far = [(1024, (12.0, 30.0), (4.4, 4.0)), (4096, (192.0, 193.2), (5.2, 11.0))]
+    (tmp_path / "flash_memory.json").write_text(json.dumps(_memory_report(far)))
+    text = " ".join(draw("flash_memory_rss", tmp_path).split())
+    assert "within 150.0% of its count" in text
+    assert "all there is" not in text and "differs from its count by up to 5.8 MiB" in text
+
+
+def test_the_memory_growth_is_worded_from_the_measurements():
+    from attention_book.figures.flash import memory_growth_words
+
+    mib = 2**20
+    words = memory_growth_words([1024, 16384], [12 * mib, 3072 * mib], [4.4 * mib, 8.2 * mib])
+    assert "naive attention's peak grew 256× (slope 2.00" in words
+    assert "the tiled reference's 1.9× (slope 0.22, under the slope-1 guide" in words
+    steep = memory_growth_words([1024, 4096], [mib, 16 * mib], [mib, 8 * mib])
+    assert "(slope 1.50, above the slope-1 guide" in steep
+    assert "(slope 1.00, on the slope-1 guide" in memory_growth_words(
+        [1024, 4096], [mib, 16 * mib], [mib, 4 * mib]
+    )
+
+
+def test_the_chapter_words_the_memory_it_measures():
+    from attention_book.experiments.flash import flash_memory_measurements
+    from attention_book.figures.flash import flash_memory_ratio, memory_growth_words
+
+    data = flash_memory_measurements()
+    words = memory_growth_words(data["seq_lens"], data["naive"], data["tiled"])
+    assert words in flash_memory_ratio() and "(slope 2.00" in words and "under the" in words
+
+
 def test_gpu_section_without_results_is_one_line_not_a_note(tmp_path):
     # The chapter's "Measured on a GPU" section reads complete on its own (issue 11); without
     # a results file, the build adds one italic line saying why no figure follows.

@@ -504,6 +504,22 @@ def test_intensity_model_limits():
         assert capped == pytest.approx(128, rel=1e-3)
 
 
+def test_naive_intensity_is_far_below_every_ridge_point_of_the_table():
+    """The core page: d/2 FLOP per byte, 64 at d = 128, is "far below every ridge point in the
+    table" of `GPUS` (flash_gpu_specs); here, less than half of each."""
+    from attention_book.experiments.flash import GPUS, flash_attention_intensity
+
+    naive = flash_attention_intensity(2**20, 128)["naive"]
+    ridges = {name: gpu["tflops"] / gpu["hbm_tb_s"] for name, gpu in GPUS.items()}
+    for name, ridge in ridges.items():
+        assert ridge > 2 * naive, name
+    # "The H200 has the same arithmetic as the H100 and more bandwidth, so its ridge point is
+    # lower."
+    h100, h200 = GPUS["H100 SXM"], GPUS["H200 SXM"]
+    assert h200["tflops"] == h100["tflops"] and h200["hbm_tb_s"] > h100["hbm_tb_s"]
+    assert ridges["H200 SXM"] < ridges["H100 SXM"]
+
+
 def test_gpu_results_note_without_a_file_and_figure_with_one(tmp_path):
     import json
 

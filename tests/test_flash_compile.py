@@ -256,6 +256,16 @@ def test_the_report_compiled_the_kernels_the_book_shows():
     )
 
 
+def test_the_second_tile_estimated_by_hand_needs_more_than_an_h100_block_may_use():
+    """The compiled kernel's page: 128 x 128 tiles at head dim 128 with 4 stages need 288 KB
+    of shared memory by hand, "more shared memory than an H100 gives one block"."""
+    q_tile, kv_tiles = 128 * 128 * 2, 2 * 128 * 128 * 2  # float16 tiles of Q, and of K and V
+    needed = q_tile + 4 * kv_tiles
+    assert needed // 1024 == 288
+    limit = _committed_report()["settings"]["targets"]["sm_90"]["shared_memory_limit"]
+    assert needed > limit
+
+
 def test_the_scale_left_the_maximum_as_the_chapter_says():
     """'Before, each score was first multiplied by the scale (FMUL) ...; after, the maximum is
     taken of the raw score (FMNMX), as in the tutorial'."""

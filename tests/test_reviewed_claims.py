@@ -31,6 +31,13 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 CHAPTERS = ROOT / "docs" / "chapters"
+#: The FlashAttention chapter: its core page and its deep dives.
+FLASH_PAGES = [
+    "flash-attention.md",
+    "flash-attention-triton.md",
+    "flash-attention-compiled.md",
+    "flash-attention-gpu.md",
+]
 
 
 def page(name: str) -> str:
@@ -53,7 +60,7 @@ def test_flash_chapter_counts_the_backward_products_of_the_kernels():
     forward, dkdv, dq = (
         dots_in(f) for f in ("attn_fwd_inner", "attn_bwd_dkdv_inner", "attn_bwd_dq_inner")
     )
-    text = " ".join(page("flash-attention.md").split())
+    text = " ".join(page("flash-attention-triton.md").split())  # the backward kernels' page
     assert forward == 2
     assert f"({dkdv} products per tile" in text, "the dK/dV kernel's count in the chapter"
     assert f"({dq} products:" in text, "the dQ kernel's count in the chapter"
@@ -80,10 +87,13 @@ NOTATION = [
     ),
     ("bahdanau.md", r"\$2h\^2", "the hidden size is d_h, not h"),
     ("introduction.md", r"f\(\\mathbf\{x\}_t", "x_t is a token, not a vector"),
-    (
-        "flash-attention.md",
-        r"k_\{\\text\{len\}\}|q_\{\\text\{len\}\}",
-        "n_q and n_k count queries, keys",
+    *(
+        (
+            page_name,
+            r"k_\{\\text\{len\}\}|q_\{\\text\{len\}\}",
+            "n_q and n_k count queries, keys",
+        )
+        for page_name in FLASH_PAGES
     ),
 ]
 
@@ -99,11 +109,17 @@ CORRECTED = [
     ("bahdanau.md", "first attention mechanism in deep learning", "Graves (2013) came first"),
     ("bahdanau.md", "four gates instead of a GRU's three", "three gates and a candidate"),
     ("bahdanau.md", '"juillet" comes from "july"', "build-time words belong to the build"),
-    ("flash-attention.md", "The backward follows FlashAttention-2", "ours splits dQ out"),
-    ("flash-attention.md", "so no atomic additions are needed", "FA2 uses atomics; we avoid them"),
-    ("flash-attention.md", "Only the output and one number per query", "FA1 writes m and l"),
-    ("flash-attention.md", "in principle, reach the tensor cores' peak", "only with L2 reuse"),
-    ("flash-attention.md", "error against a float64 reference must be at most twice", "fp32"),
+    *(
+        (page_name, old, why)
+        for page_name in FLASH_PAGES
+        for old, why in (
+            ("The backward follows FlashAttention-2", "ours splits dQ out"),
+            ("so no atomic additions are needed", "FA2 uses atomics; we avoid them"),
+            ("Only the output and one number per query", "FA1 writes m and l"),
+            ("in principle, reach the tensor cores' peak", "only with L2 reuse"),
+            ("error against a float64 reference must be at most twice", "fp32"),
+        )
+    ),
     ("nadaraya-watson.md", "so the loss cannot go below that", "only in expectation"),
     ("nadaraya-watson.md", "column stays above 0.25", "a finite sample can fall below"),
     ("scoring-functions.md", "a thousand query-key draws", "1,000 x 32 pairs, from the build"),

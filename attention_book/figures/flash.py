@@ -11,6 +11,7 @@ throughput) take the directory of those results as their `results_dir` argument 
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import matplotlib.pyplot as plt
@@ -42,6 +43,7 @@ __all__ = [
     "flash_roofline_verdict",
     "flash_tiling_explorer",
     "flash_tiling_loop",
+    "memory_growth_words",
 ]
 
 
@@ -72,18 +74,50 @@ def flash_memory_growth() -> Figure:
     return fig
 
 
+def memory_growth_words(seq_lens: list[int], naive: list[float], tiled: list[float]) -> str:
+    """A Markdown sentence: how much each peak grew from the shortest to the longest sequence.
+
+    Each growth is given as a factor and as the slope of the log-log line through the first and
+    the last measurement (2 where memory grows like n², 1 where it grows like n), and the tiled
+    slope is compared with the figure's slope-1 guide.
+
+    Args:
+        seq_lens: The sequence lengths, shortest first.
+        naive: Naive attention's peak bytes at each length.
+        tiled: The tiled reference's peak bytes at each length.
+
+    Returns:
+        One sentence.
+    """
+    span = seq_lens[-1] / seq_lens[0]
+
+    def slope(peaks: list[float]) -> float:
+        return math.log(peaks[-1] / peaks[0]) / math.log(span)
+
+    naive_slope, tiled_slope = round(slope(naive), 2), round(slope(tiled), 2)
+    place = "under" if tiled_slope < 1 else "on" if tiled_slope == 1 else "above"
+    return (
+        f"From n = {seq_lens[0]:,} to {seq_lens[-1]:,}, {span:,.0f} times longer, naive "
+        f"attention's peak grew {naive[-1] / naive[0]:,.0f}× (slope {naive_slope:.2f} on the "
+        f"log-log axes; memory that grows like n² has slope 2) and the tiled reference's "
+        f"{tiled[-1] / tiled[0]:,.1f}× (slope {tiled_slope:.2f}, {place} the slope-1 guide of "
+        "memory that grows like n)."
+    )
+
+
 def flash_memory_ratio() -> str:
-    """Markdown sentence with the measured peak memories at the longest sequence."""
+    """Markdown: the measured peak memories at the longest sequence, and how they grew."""
     data = flash_memory_measurements()
     naive, tiled = data["naive"][-1], data["tiled"][-1]
     n = data["seq_lens"][-1]
     checked = " and ".join(f"{x:,}" for x in CHECKED_ON_CPU)
+    growth = memory_growth_words(data["seq_lens"], data["naive"], data["tiled"])
     return (
         f"At n = {n:,}, naive attention's tensors peak at **{naive / 2**20:,.0f} MiB** and the "
         f"tiled reference's at **{tiled / 2**20:,.1f} MiB**: a ratio of "
         f"**{naive / tiled:,.0f}×**. On real CPU tensors at n = {checked} the counts were the "
         f"same as on the meta device, and the two outputs differed by at most "
-        f"{data['max_difference']:.1e}."
+        f"{data['max_difference']:.1e}. {growth}"
     )
 
 
@@ -121,7 +155,37 @@ def flash_memory_rss(results_dir: Path) -> str:
         f"\n*Run of `benchmarks/flash_memory.py` on {env['date_utc'][:10]} ({env['machine']}, "
         f"PyTorch {env['torch']}).*"
     )
-    return "\n".join(lines)
+    return "\n".join(lines) + "\n\n" + _rss_words(report["results"])
+
+
+def _rss_words(results: list[dict]) -> str:
+    """What the memory benchmark's rows show: counted bytes against RSS growth, in words."""
+    mib = 2**20
+
+    def of(name: str, key: str) -> list[float]:
+        return [row[name][key] / mib for row in results]
+
+    naive_count, naive_rss = of("naive", "counted_bytes"), of("naive", "rss_bytes")
+    tiled_count, tiled_rss = of("tiled", "counted_bytes"), of("tiled", "rss_bytes")
+    spread = max(abs(r - c) / c for r, c in zip(naive_rss, naive_count, strict=True))
+    naive_words = f"Naive attention's RSS growth is within {spread:.1%} of its count"
+    naive_words += " at every length"
+    if spread < 0.05:
+        naive_words += ": the score-sized tensors are all there is"
+    extra = [r - c for r, c in zip(tiled_rss, tiled_count, strict=True)]
+    if min(extra) >= 0:
+        tiled_words = f"exceeds its count by {min(extra):.1f} to {max(extra):.1f} MiB"
+    else:
+        tiled_words = f"differs from its count by up to {max(map(abs, extra)):.1f} MiB"
+    text = f"{naive_words}. The tiled reference's RSS growth {tiled_words}"
+    if len(results) > 1:
+        first, last = results[0]["seq_len"], results[-1]["seq_len"]
+        text += (
+            f"; from n = {first:,} to {last:,} it grew from {tiled_rss[0]:,.1f} to "
+            f"{tiled_rss[-1]:,.1f} MiB, naive attention's from {naive_rss[0]:,.1f} to "
+            f"{naive_rss[-1]:,.1f} MiB"
+        )
+    return text + "."
 
 
 def flash_gpu_specs() -> str:

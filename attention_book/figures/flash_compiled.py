@@ -1,4 +1,6 @@
-"""The figures of the FlashAttention chapter's section "What the compiler made of our kernel".
+"""The figures of the FlashAttention deep dive "What the compiler made of our kernel".
+
+That page is ``docs/chapters/flash-attention-compiled.md``.
 
 They read the compile report that ``benchmarks/flash_compile.py`` commits as
 ``benchmarks/results/flash_compile.json`` (through `attention_book.flash.compiled.load_report`)

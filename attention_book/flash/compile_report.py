@@ -4,7 +4,8 @@
 for comparison, those of Triton's fused-attention tutorial and of this package before its
 tuning) for sm_90 and sm_80 on a CPU, and writes ``benchmarks/results/flash_compile.json``.
 The functions here read that report (as `attention_book.flash.compiled.load_report` reads it)
-for the chapter's section "What the compiler made of our kernel": the values its prose cites
+for the chapter's deep dive "What the compiler made of our kernel"
+(``docs/chapters/flash-attention-compiled.md``): the values its prose cites
 (`compile_facts`, `change_numbers`, `score_paths`) and its tables (`resources_markdown`,
 `table_markdown`, `before_after_markdown`). The sentences are the chapter's own; the verdicts
 they state are asserted by ``tests/test_flash_compile.py`` against the committed report.
