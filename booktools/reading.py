@@ -175,10 +175,10 @@ def measure_page(html: str, page: str, meta: dict, lengths: dict[str, int]) -> s
             "core can do without into a deep dive (see CONTRIBUTING.md, 'A core and its deep "
             "dives')"
         )
-    kind = "deep dive" if deep else "core"
+    kind = "A deep dive: about" if deep else "About"
     note = (
-        f'<p class="book-reading-time">About {reading_minutes(characters)} minutes to read '
-        f"({kind}: {characters:,} characters, at about {PACE:,} a minute)</p>"
+        f'<p class="book-reading-time" title="{characters:,} characters of text, at about '
+        f'{PACE:,} a minute">{kind} {reading_minutes(characters)} minutes to read</p>'
     )
     return TITLE_END.sub(lambda match: match[0] + note, html, count=1)
 

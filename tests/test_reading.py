@@ -62,7 +62,8 @@ def test_measure_page_shows_the_time_under_the_title_and_records_the_length():
     lengths: dict[str, int] = {}
     out = measure_page(page_html("<p>text</p>"), "chapters/x.md", {}, lengths)
     assert lengths == {"chapters/x.md": len("Title text")}
-    assert '</h1><p class="book-reading-time">About 5 minutes to read (core: 10 characters' in out
+    assert '</h1><p class="book-reading-time" title="10 characters of text' in out
+    assert ">About 5 minutes to read</p>" in out
     # The estimate does not count itself when the page is measured again.
     assert text_length(out) == lengths["chapters/x.md"]
 
@@ -73,7 +74,7 @@ def test_a_core_page_over_the_budget_fails_the_build_naming_it():
         measure_page(long, "chapters/long.md", {}, {})
     # A deep dive may be longer, and so may a page whose split is under way.
     out = measure_page(long, "chapters/long.md", {"deep_dive": "x.md"}, {})
-    assert "(deep dive: 36,006 characters" in out
+    assert 'title="36,006 characters of text' in out and ">A deep dive: about 40 minutes" in out
     for page in NOT_YET_SPLIT:
         measure_page(long, page, {}, {})
 
