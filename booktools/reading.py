@@ -45,7 +45,6 @@ NOT_YET_SPLIT: frozenset[str] = frozenset(
         "chapters/flash-attention.md",
         "chapters/optimizations.md",
         "chapters/scoring-functions.md",
-        "chapters/transformer.md",
     }
 )
 
