@@ -179,7 +179,6 @@ NO_SUMMARY_YET = frozenset(
         "chapters/flash-attention.md",
         "chapters/optimizations.md",
         "chapters/scoring-functions.md",
-        "chapters/transformer.md",
     }
 )
 
