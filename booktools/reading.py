@@ -42,7 +42,6 @@ PACE = 1_000
 NOT_YET_SPLIT: frozenset[str] = frozenset(
     {
         "chapters/optimizations.md",
-        "chapters/transformer.md",
     }
 )
 

@@ -177,7 +177,6 @@ def test_every_deep_dive_is_nested_under_its_chapter_and_linked_from_it():
 NO_SUMMARY_YET = frozenset(
     {
         "chapters/optimizations.md",
-        "chapters/transformer.md",
     }
 )
 

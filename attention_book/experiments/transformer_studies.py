@@ -85,7 +85,7 @@ __all__ = [
     "transformer_timings",
 ]
 
-# --8<-- [start:config]
+# --8<-- [start:length_config]
 #: Bump when what this module's runs compute changes for the same configurations (the split,
 #: the norm comparison, the timings); not for a refactor, a docstring or a moved helper.
 VERSION = 1
@@ -108,6 +108,12 @@ class LengthSplitConfig:
     bahdanau: BahdanauConfig = BAHDANAU_CONFIG
 
 
+#: The length-generalization split (its label smoothing is the main run's choice).
+LENGTH_SPLIT_CONFIG = LengthSplitConfig()
+# --8<-- [end:length_config]
+
+
+# --8<-- [start:norm_config]
 @dataclass(frozen=True)
 class NormConfig:
     """Post-norm against pre-norm: the paper's depth, the main run's peak rate from step one.
@@ -138,6 +144,14 @@ class NormWarmupConfig:
     norm: NormConfig = NormConfig()
 
 
+#: Post-norm against pre-norm.
+NORM_CONFIG = NormConfig()
+#: Post-norm with the main run's warm-up, beside them.
+NORM_WARMUP_CONFIG = NormWarmupConfig(NORM_CONFIG)
+# --8<-- [end:norm_config]
+
+
+# --8<-- [start:timing_config]
 @dataclass(frozen=True)
 class TimingConfig:
     """Timings: decoding against output length, with and without the cache; a training batch.
@@ -157,15 +171,9 @@ class TimingConfig:
     bahdanau: BahdanauConfig = BAHDANAU_CONFIG
 
 
-#: The length-generalization split (its label smoothing is the main run's choice).
-LENGTH_SPLIT_CONFIG = LengthSplitConfig()
-#: Post-norm against pre-norm.
-NORM_CONFIG = NormConfig()
-#: Post-norm with the main run's warm-up, beside them.
-NORM_WARMUP_CONFIG = NormWarmupConfig(NORM_CONFIG)
 #: The timings.
 TIMING_CONFIG = TimingConfig()
-# --8<-- [end:config]
+# --8<-- [end:timing_config]
 
 #: The probes of the three runs beyond the main one: the same code at the probe's sizes.
 LENGTH_SPLIT_PROBE = LengthSplitConfig(

@@ -41,13 +41,17 @@ from attention_book.training.schedules import warmup_inverse_sqrt
 __all__ = [
     "FIGURES",
     "MODELS",
+    "NUM_SAMPLES",
     "bleu_by_length_figure",
+    "copy_counts",
+    "digit_tokens",
     "longest",
     "transformer_alignment_comparison",
     "transformer_architecture",
     "transformer_attention_explorer",
     "transformer_bleu_by_length",
     "transformer_ceiling",
+    "transformer_copy_facts",
     "transformer_cross_attention",
     "transformer_decoder_self_attention",
     "transformer_encoder_attention",
@@ -55,6 +59,7 @@ __all__ = [
     "transformer_label_smoothing_table",
     "transformer_samples_table",
     "transformer_schedule",
+    "transformer_schedule_facts",
     "transformer_summary",
     "transformer_tuning_caveat",
 ]
@@ -245,6 +250,69 @@ def transformer_label_smoothing_table() -> str:
     )
 
 
+def transformer_schedule_facts() -> dict[str, str]:
+    """The main run's length and warmup, in optimizer steps, for the schedule's sentence."""
+    batches = len(bahdanau_data().train_loader)
+    epochs = TRANSFORMER_CONFIG.num_epochs
+    return {
+        "steps": f"{epochs * batches:,}",
+        "epochs": str(epochs),
+        "batches": str(batches),
+        "warmup": f"{TRANSFORMER_CONFIG.warmup_steps:,}",
+    }
+
+
+def digit_tokens(sentence: str) -> list[str]:
+    """The tokens of a tokenized sentence that hold a digit, sorted (numbers, times, years).
+
+    Args:
+        sentence: Tokens separated by spaces.
+
+    Returns:
+        Those tokens, sorted, so that two sentences with the same numbers in another order
+        give the same list.
+    """
+    return sorted(token for token in sentence.split() if any(c.isdigit() for c in token))
+
+
+def copy_counts(translations: dict[str, list[str]], references: list[str]) -> dict[str, int]:
+    """How many translations carry exactly the numbers of their reference.
+
+    Only the references that hold a number count; a translation carries them when its tokens
+    with a digit are those of the reference (`digit_tokens`), no more and no fewer.
+
+    Args:
+        translations: Per model, one translation per reference.
+        references: The references.
+
+    Returns:
+        "references": how many references hold a number; then, per model, how many of its
+        translations of those carry exactly their numbers.
+
+    Raises:
+        ValueError: If a model has not one translation per reference.
+    """
+    for name, hypotheses in translations.items():
+        if len(hypotheses) != len(references):
+            raise ValueError(
+                f"translations[{name!r}] must have one sentence per reference "
+                f"({len(references)}), got {len(hypotheses)}"
+            )
+    numbered = [i for i, reference in enumerate(references) if digit_tokens(reference)]
+    counts = {"references": len(numbered)}
+    for name, hypotheses in translations.items():
+        counts[name] = sum(digit_tokens(hypotheses[i]) == digit_tokens(references[i])
+                           for i in numbered)  # fmt: skip
+    return counts
+
+
+def transformer_copy_facts() -> dict[str, str]:
+    """How often each model's test translation carries exactly the numbers of the reference."""
+    references, _ = bahdanau_test_references()
+    return {name: f"{count:,}" for name, count in
+            copy_counts(_greedy_translations(), references).items()}  # fmt: skip
+
+
 def transformer_bleu_by_length() -> Figure:
     """Test BLEU by source length of the Transformer and of the Bahdanau chapter's models."""
     references, lengths = bahdanau_test_references()
@@ -264,12 +332,17 @@ def longest(lengths: list[int], count: int) -> list[int]:
     return sorted(range(len(lengths)), key=lambda i: (-lengths[i], i))[:count]
 
 
+#: How many of the longest test sentences the samples table shows (the core page says "the
+#: longest test sentence").
+NUM_SAMPLES = 1
+
+
 def transformer_samples_table() -> str:
-    """The five longest test sentences and the two attention models' translations."""
+    """The `NUM_SAMPLES` longest test sentences and the two attention models' translations."""
     pairs, translations = bahdanau_data().test_pairs, _greedy_translations()
     references, lengths = bahdanau_test_references()
     rows = []
-    for i in longest(lengths, 5):
+    for i in longest(lengths, NUM_SAMPLES):
         cells = [translations[name][i] for name in ("attention", "transformer")]
         cells = [f"{c} ✓" if c == references[i] else c for c in cells]
         rows.append([f"{pairs[i][0]} ({lengths[i]} tokens)", references[i], *cells])
@@ -459,7 +532,8 @@ def transformer_ceiling(bleu: dict[str, float], exact: dict[str, int], num_sente
     if min(ours, theirs) >= 90:
         text += (
             " Both sit near the ceiling, with little room above them to separate the two; the "
-            "next section makes the test harder."
+            "deep dive [Sentences longer than any seen in training](transformer-length.md) "
+            "makes the test harder."
         )
     return text
 
@@ -501,11 +575,13 @@ def transformer_findings() -> str:
 FIGURES = (
     transformer_architecture,
     transformer_schedule,
+    transformer_schedule_facts,
     transformer_label_smoothing_table,
     transformer_summary,
     transformer_bleu_by_length,
     transformer_findings,
     transformer_samples_table,
+    transformer_copy_facts,
     transformer_encoder_attention,
     transformer_decoder_self_attention,
     transformer_cross_attention,

@@ -8,6 +8,8 @@ key/value cache.
 
 from __future__ import annotations
 
+import itertools
+
 import matplotlib.pyplot as plt
 from matplotlib.figure import Figure
 
@@ -31,8 +33,11 @@ __all__ = [
     "FIGURES",
     "transformer_kv_cache",
     "transformer_kv_cache_findings",
+    "transformer_kv_cache_verdict",
     "transformer_length_findings",
     "transformer_length_generalization",
+    "transformer_length_output_facts",
+    "transformer_length_output_reading",
     "transformer_length_samples",
     "transformer_length_verdict",
     "transformer_norm_curves",
@@ -81,9 +86,11 @@ def transformer_length_findings() -> str:
         "40 tokens or more": lambda n: n >= 40,
     }
     num_train = len(bahdanau_data().train_pairs)
+    kept = result["num_train_pairs"] / num_train
     lines = [
         f"- Training kept {result['num_train_pairs']:,} of the {num_train:,} training pairs "
-        f"(sources of at most {limit} tokens); {len(references):,} held-out sentences test it."
+        f"({kept:.0%}: sources of at most {limit} tokens); {len(references):,} held-out "
+        "sentences test it."
     ]
     scores: dict[str, list[float]] = {"transformer": [], "bahdanau": []}
     for group, member in groups.items():
@@ -124,6 +131,51 @@ def transformer_length_verdict(scores: dict[str, list[float]]) -> str:
         f"{share} of it there, and {compared}. This one run, with one seed per model, measures "
         "how much each kept; it does not show why."
     )
+
+
+def transformer_length_output_reading(ratios: dict[str, float], tolerance: float = 0.05) -> str:
+    """Which way each model fails on the longest sources, read from its output length.
+
+    A model whose output is shorter than the references (by more than `tolerance`) stopped
+    early or left words out; one whose output is longer repeated or added words; in between,
+    the length alone does not say.
+
+    Args:
+        ratios: For "transformer" and "bahdanau", generated tokens over reference tokens on the
+            held-out sources of 40 tokens or more.
+        tolerance: How far from 1 a ratio must be to count as shorter or longer.
+
+    Returns:
+        One sentence of Markdown.
+
+    Raises:
+        ValueError: If a ratio is not positive.
+    """
+    if any(ratio <= 0 for ratio in ratios.values()):
+        raise ValueError(f"ratios must be positive, got {ratios}")
+    parts = []
+    for key, name in (("transformer", "the Transformer's"), ("bahdanau", "the Bahdanau model's")):
+        ratio = ratios[key]
+        if ratio < 1 - tolerance:
+            reading = "shorter than the references: it stopped early or left words out"
+        elif ratio > 1 + tolerance:
+            reading = "longer than the references: it repeated or added words"
+        else:
+            reading = "about as long as the references, which by itself shows neither"
+        parts.append(f"{name} output is {ratio:.0%} of the reference length, {reading}")
+    return f"On sources of 40 tokens or more, {parts[0]}; {parts[1]}."
+
+
+def transformer_length_output_facts() -> dict[str, str]:
+    """The reading of the output lengths on the longest held-out sources, from the run."""
+    result = transformer_length_experiment()
+    references, lengths = _held_out()
+    chosen = [i for i, n in enumerate(lengths) if n >= 40]
+    ratios = {
+        key: _bleu_and_length(result[key]["greedy"], references, chosen)[1]
+        for key in ("transformer", "bahdanau")
+    }
+    return {"reading": transformer_length_output_reading(ratios)}
 
 
 def transformer_length_samples() -> str:
@@ -263,27 +315,84 @@ def transformer_kv_cache() -> Figure:
     return fig
 
 
-def transformer_kv_cache_findings() -> str:
-    """Two sentences: the cache's speed-up, and the cost per token with and without it."""
-    timings, lengths = transformer_timings(), TIMING_CONFIG.output_lengths
-    cache, no_cache = timings["decode_seconds"]["cache"], timings["decode_seconds"]["no cache"]
-    per_token = {name: [1000 * t / n for t, n in zip(times, lengths, strict=True)]
-                 for name, times in timings["decode_seconds"].items()}  # fmt: skip
-    same = "the same" if timings["identical"] else "different"
+def transformer_kv_cache_verdict(
+    lengths: tuple[int, ...] | list[int],
+    cache: list[float],
+    no_cache: list[float],
+    identical: bool,
+) -> str:
+    """The cache's speed-up and the cost per token, worded from the timings.
+
+    Says by how much decoding without the cache took longer at the shortest and the longest
+    output, whether that ratio grew with every doubling of the length, only overall, or not
+    at all, at which lengths the decoder without the cache was faster, and how the cost per
+    generated token changed with and without the cache.
+
+    Args:
+        lengths: The numbers of tokens decoded, shortest first.
+        cache: Seconds to decode each length with the cache.
+        no_cache: Seconds to decode each length without it.
+        identical: Whether both decoders generated the same tokens at every length.
+
+    Returns:
+        A paragraph of Markdown.
+
+    Raises:
+        ValueError: If the three sequences do not have the same length of at least 2.
+    """
+    if not len(lengths) == len(cache) == len(no_cache) >= 2:
+        raise ValueError(
+            "lengths, cache and no_cache must have the same length, at least 2, got "
+            f"{len(lengths)}, {len(cache)} and {len(no_cache)}"
+        )
+    ratios = [slow / fast for slow, fast in zip(no_cache, cache, strict=True)]
+    shown = ", ".join(
+        f"{ratio:.1f} at {n}{' tokens' if k == 0 else ''}"
+        for k, (n, ratio) in enumerate(zip(lengths, ratios, strict=True))
+    )
+    if all(later >= earlier for earlier, later in itertools.pairwise(ratios)):
+        trend = f"The ratio grew with every doubling of the output length ({shown})."
+    elif ratios[-1] > ratios[0]:
+        trend = f"The ratio grew with the output length overall, not at every step ({shown})."
+    else:
+        trend = f"The ratio did not grow with the output length ({shown})."
+    slower = [str(n) for n, ratio in zip(lengths, ratios, strict=True) if ratio < 1]
+    if slower:
+        trend += (
+            f" At {' and '.join(slower)} tokens the decoder without the cache was the faster one."
+        )
+    per_token = {
+        name: [1000 * t / n for t, n in zip(times, lengths, strict=True)]
+        for name, times in (("cache", cache), ("no cache", no_cache))
+    }
+    first, last = lengths[0], lengths[-1]
+    growth = {name: values[-1] / values[0] for name, values in per_token.items()}
     return (
-        f"Generating {lengths[-1]} tokens took {1000 * cache[-1]:.0f} ms with the cache and "
-        f"{1000 * no_cache[-1]:.0f} ms without it, {no_cache[-1] / cache[-1]:.1f} times as long; "
-        f"for {lengths[0]} tokens the ratio is {no_cache[0] / cache[0]:.1f}. Per generated token, "
-        f"the cached decoder spent {per_token['cache'][0]:.1f} ms at {lengths[0]} tokens and "
-        f"{per_token['cache'][-1]:.1f} ms at {lengths[-1]}; without the cache the cost per token "
-        f"went from {per_token['no cache'][0]:.1f} ms to {per_token['no cache'][-1]:.1f} ms. "
-        f"Both decoders generated {same} tokens at every length.\n"
+        f"Generating {last} tokens took {1000 * cache[-1]:.0f} ms with the cache and "
+        f"{1000 * no_cache[-1]:.0f} ms without it, {ratios[-1]:.1f} times as long; for "
+        f"{first} tokens the ratio is {ratios[0]:.1f}. {trend} Per generated token, the cached "
+        f"decoder spent {per_token['cache'][0]:.1f} ms at {first} tokens and "
+        f"{per_token['cache'][-1]:.1f} ms at {last}, {growth['cache']:.1f} times as much for "
+        f"{last / first:.0f} times as many tokens; without the cache the cost per token went "
+        f"from {per_token['no cache'][0]:.1f} ms to {per_token['no cache'][-1]:.1f} ms, "
+        f"{growth['no cache']:.1f} times as much. Both decoders generated "
+        f"{'the same' if identical else 'different'} tokens at every length.\n"
+    )
+
+
+def transformer_kv_cache_findings() -> str:
+    """The cache's speed-up, and the cost per token with and without it, from the timings."""
+    timings = transformer_timings()
+    seconds = timings["decode_seconds"]
+    return transformer_kv_cache_verdict(
+        TIMING_CONFIG.output_lengths, seconds["cache"], seconds["no cache"], timings["identical"]
     )
 
 
 FIGURES = (
     transformer_length_generalization,
     transformer_length_findings,
+    transformer_length_output_facts,
     transformer_length_samples,
     transformer_norm_curves,
     transformer_norm_findings,
