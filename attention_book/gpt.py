@@ -122,6 +122,8 @@ class CausalSelfAttention(nn.Module):
             return self.with_alibi(queries, keys, values, mask)
         return self.heads.attend(queries, keys, values, attn_mask=mask)
 
+    # --8<-- [end:CausalSelfAttention]
+    # --8<-- [start:CausalSelfAttention-alibi]
     def with_alibi(
         self, queries: Tensor, keys: Tensor, values: Tensor, mask: Tensor | None
     ) -> Tensor:
@@ -156,6 +158,8 @@ class CausalSelfAttention(nn.Module):
         )  # (batch, num_heads, num_queries, head_dim)
         return heads.W_o(merge_heads(output))  # (batch, num_queries, num_hiddens)
 
+    # --8<-- [end:CausalSelfAttention-alibi]
+    # --8<-- [start:CausalSelfAttention-linear]
     def linear(
         self,
         queries: Tensor,
@@ -197,8 +201,7 @@ class CausalSelfAttention(nn.Module):
         cache.write(layer, state)
         return torch.stack(outputs, dim=2)  # (batch, num_heads, n, head_dim)
 
-
-# --8<-- [end:CausalSelfAttention]
+    # --8<-- [end:CausalSelfAttention-linear]
 
 
 # --8<-- [start:GPTBlock]
@@ -402,6 +405,8 @@ class GPT(nn.Module):
             heads.head_dim, weight.dtype, weight.device,
         )  # fmt: skip
 
+    # --8<-- [end:GPT]
+    # --8<-- [start:GPT-generate]
     @torch.no_grad()
     def generate(self, tokens: Tensor, max_new_tokens: int, use_cache: bool = True) -> Tensor:
         """Greedy decoding: append the most probable next token ``max_new_tokens`` times.
@@ -446,5 +451,4 @@ class GPT(nn.Module):
         self.train(was_training)
         return tokens
 
-
-# --8<-- [end:GPT]
+    # --8<-- [end:GPT-generate]

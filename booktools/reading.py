@@ -37,14 +37,6 @@ CORE_BUDGET = 36_000
 #: (about 180 words of five letters and a space).
 PACE = 1_000
 
-#: The pages that were over `CORE_BUDGET` before they were split, while their split is under
-#: way: their length is reported, not enforced. Empty once every chapter has its core.
-NOT_YET_SPLIT: frozenset[str] = frozenset(
-    {
-        "chapters/optimizations.md",
-    }
-)
-
 TITLE_END = re.compile(r"</h1>")
 
 
@@ -167,7 +159,7 @@ def measure_page(html: str, page: str, meta: dict, lengths: dict[str, int]) -> s
     characters = text_length(html)
     lengths[page] = characters
     deep = bool(meta.get("deep_dive"))
-    if not deep and characters > CORE_BUDGET and page not in NOT_YET_SPLIT:
+    if not deep and characters > CORE_BUDGET:
         raise PluginError(
             f"{page}: {characters:,} characters of text, over the core budget of "
             f"{CORE_BUDGET:,} (about {reading_minutes(CORE_BUDGET)} minutes): move what the "

@@ -1,3 +1,5 @@
+from pathlib import Path
+
 import pytest
 import torch
 
@@ -12,13 +14,23 @@ from attention_book.experiments.optimizations import (
     optimizations_vocab,
 )
 from attention_book.experiments.optimizations_measurements import (
+    LINEAR_HEAD_DIM,
     PUBLISHED_MODELS,
+    causal_attention_methods,
     kv_cache_bytes,
     receptive_fields,
     rope_offset_errors,
 )
 from attention_book.kv_cache import KVCache, LinearAttentionCache
 from attention_book.masking import sliding_window_mask
+from attention_book.memory import measure_tensor_memory
+
+CHAPTERS = Path(__file__).resolve().parents[1] / "docs" / "chapters"
+
+
+def page_text(name: str) -> str:
+    """A chapter page's Markdown, whitespace collapsed."""
+    return " ".join((CHAPTERS / name).read_text(encoding="utf-8").split())
 
 
 def test_kv_cache_bytes_formula():
@@ -73,6 +85,36 @@ def test_receptive_field_is_the_composition_of_the_windows():
         reach = (mask @ reach).clamp(max=1)  # one more layer: inputs of inputs
         assert torch.equal(field, reach.bool()), depth
         assert int(field[-1].sum()) == depth * (window - 1) + 1
+
+
+def test_the_windows_page_describes_the_receptive_fields_it_shows():
+    data = receptive_fields()
+    depths, window = list(data["fields"]), data["window"]
+    reach = [int(field[-1].sum()) for field in data["fields"].values()]
+    words = {1: "one", 2: "two", 3: "three", 4: "four"}
+    text = page_text("optimizations-windows.md")
+    assert f"for stacks of {depths[0]} to {depths[-1]} layers with $w = {window}$" in text
+    panels = ", ".join(str(d) for d in depths[:-1]) + f" and {depths[-1]} layers"
+    assert f"![{words[len(depths)].capitalize()} square panels, output position" in text
+    assert f"for {panels} of a causal sliding window of {window} keys" in text
+    assert "the band widens with every layer" in text and reach == sorted(set(reach))
+    assert (
+        f"from {reach[0]} positions for one layer to {reach[-1]} for {words[depths[-1]]}." in text
+    )
+
+
+def test_peak_memory_grows_as_the_linear_scaling_figure_says():
+    # Its alt text: "the explicit softmax line grows quadratically and the two others linearly".
+    text = page_text("optimizations-linear.md")
+    assert "where the explicit softmax line grows quadratically and the two others linearly" in text
+    peaks: dict[str, list[int]] = {name: [] for name in causal_attention_methods()}
+    for n in (512, 1024):
+        q, k, v = torch.randn(3, 1, 4, n, LINEAR_HEAD_DIM)
+        for name, method in causal_attention_methods().items():
+            peaks[name].append(measure_tensor_memory(method, q, k, v)[1])
+    growth = {name: later / earlier for name, (earlier, later) in peaks.items()}
+    assert 3.5 < growth["softmax"] < 4.5, growth
+    assert 1.8 < growth["softmax_fused"] < 2.2 and 1.8 < growth["linear"] < 2.2, growth
 
 
 def test_rope_offset_errors_are_rounding_errors():

@@ -243,6 +243,12 @@ def test_the_extrapolation_verdict_follows_the_numbers():
 
     carried = verdict(_curves(past_alibi=1.0, past_others=3.0), 8)
     assert "moved by +0.00" in carried and "rose by 2.00 to 2.00" in carried
+    # The positions deep dive reads the rotary baseline only through this sentence.
+    assert "The rotary baseline's loss rose by 2.00: scores that depend on the offset" in carried
+    everyone = verdict(_curves(past_alibi=1.0, past_others=1.0), 8)
+    assert "The rotary baseline's loss moved by +0.00: it carried its loss past" in everyone
+    assert "depend on the offset" not in everyone and "rose by" not in everyone
+    assert "the other models' moved by +0.00 to +0.00" in everyone
     assert "ALiBi carried its loss past the trained length and the other models did not" in carried
     assert "it did not degrade, which is not the same as making use" in carried
     fell = verdict(_curves(past_alibi=0.9, past_others=3.0), 8)
@@ -256,6 +262,48 @@ def test_the_extrapolation_verdict_follows_the_numbers():
     curves = _curves(past_alibi=1.0, past_others=3.0)
     curves["alibi"][:6] = [5.0] * 6
     assert "moved by +0.00" in verdict(curves, 8)
+
+
+def _timings(no_cache: list[float], cache: list[float]) -> dict[str, list[float]]:
+    """Step times (synthetic test data) in the shape of `generation_timings`' result."""
+    return {"positions": list(range(1, len(cache) + 1)), "no_cache": no_cache, "cache": cache}
+
+
+def test_the_cache_verdict_follows_the_numbers():
+    from attention_book.figures.optimizations import optimizations_cache_verdict as verdict
+
+    n = 16
+    linear, flat = [float(t) for t in range(1, n + 1)], [1.0] * n
+    # A step time proportional to the position; a constant one with the cache.
+    text = verdict(_timings(linear, flat))
+    assert "The median step of the last 4 took 5.8× as long as the median of the first 4" in text
+    assert "without the cache, and 1.0× with it" in text
+    assert "Going from 8 to 16 tokens multiplied the total time by 3.8 without" in text
+    assert "and 2.0 with it (4 for a step time proportional to the position" in text
+    assert "without the cache the time of a step grew with the position, and with it the" in text
+    assert "hardly grew" in text
+    # Both grow: the verdict no longer says that the cached step hardly grew.
+    both = verdict(_timings(linear, [1.0 + t / 4 for t in range(n)]))
+    assert "hardly" not in both and "grew with the position, faster without the cache" in both
+    worse = verdict(_timings(flat, linear))
+    assert "the cache did not slow the growth of a step's time" in worse
+    with pytest.raises(ValueError, match="timings must hold at least 8 steps, got 4"):
+        verdict(_timings([1.0] * 4, [1.0] * 4))
+
+
+def test_the_shared_heads_verdict_follows_the_numbers():
+    from attention_book.figures.optimizations import optimizations_shared_heads_verdict as verdict
+
+    within = verdict({"gqa": 0.0, "mqa": 0.009}, 0.005)
+    assert within.startswith("Neither grouped-query nor multi-query attention moved")
+    assert "the smaller caches cost no loss that this experiment can resolve" in within
+    beyond = verdict({"gqa": 0.0, "mqa": 0.011}, 0.005)
+    assert "more than twice the gap" in beyond and "multi-query attention by +0.011" in beyond
+    assert "grouped-query" not in beyond and "Neither" not in beyond
+    both = verdict({"gqa": -0.02, "mqa": 0.03}, 0.005)
+    assert "grouped-query attention by -0.020 and multi-query attention by +0.030" in both
+    with pytest.raises(ValueError, match=r"seed_gap must be at least 0, got -0\.1"):
+        verdict({"gqa": 0.0, "mqa": 0.0}, -0.1)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -17,7 +17,6 @@ from mkdocs.exceptions import PluginError
 
 from booktools.reading import (
     CORE_BUDGET,
-    NOT_YET_SPLIT,
     PACE,
     deep_dive_note,
     deep_dive_of,
@@ -72,11 +71,9 @@ def test_a_core_page_over_the_budget_fails_the_build_naming_it():
     long = page_html("<p>" + "x" * CORE_BUDGET + "</p>")
     with pytest.raises(PluginError, match=r"chapters/long\.md: 36,006 characters of text, over"):
         measure_page(long, "chapters/long.md", {}, {})
-    # A deep dive may be longer, and so may a page whose split is under way.
+    # A deep dive may be longer.
     out = measure_page(long, "chapters/long.md", {"deep_dive": "x.md"}, {})
     assert 'title="36,006 characters of text' in out and ">A deep dive: about 40 minutes" in out
-    for page in NOT_YET_SPLIT:
-        measure_page(long, page, {}, {})
 
 
 def test_length_report_lists_the_longest_first():
@@ -173,13 +170,6 @@ def test_every_deep_dive_is_nested_under_its_chapter_and_linked_from_it():
 # ---------------------------------------------------------------------------------------------
 # Summaries
 
-#: Core pages whose summary is still being written (empty once every chapter has one).
-NO_SUMMARY_YET = frozenset(
-    {
-        "chapters/optimizations.md",
-    }
-)
-
 
 def summary_problems(text: str, page: str) -> list[str]:
     """A core page ends with ``## Summary`` (3 to 5 list items), then ``## Exercises``."""
@@ -198,7 +188,7 @@ def summary_problems(text: str, page: str) -> list[str]:
 def test_every_core_chapter_page_ends_with_a_summary_and_its_exercises():
     problems = []
     for page in chapter_pages():
-        if deep_dive_of(page, DOCS) is None and page not in NO_SUMMARY_YET:
+        if deep_dive_of(page, DOCS) is None:
             problems += summary_problems((DOCS / page).read_text(encoding="utf-8"), page)
     assert problems == []
 

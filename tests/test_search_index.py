@@ -51,6 +51,29 @@ def test_the_api_pages_keep_each_docstring_summary_only():
         assert left_out not in text
 
 
+def test_a_pages_reference_list_is_left_out_and_its_citations_kept():
+    from types import SimpleNamespace
+
+    from material.plugins.search.plugin import SearchIndex
+
+    chapter = (
+        '<h2 id="idea">The idea</h2><p>Shazeer (2019) shares one key head.</p>'
+        "<ul><li>a list of the prose</li></ul>"
+        '<h2 id="references">References<a class="headerlink" href="#references">¶</a></h2>\n'
+        "<ul>\n<li>Shazeer, N. (2019). Fast Transformer decoding.</li>\n</ul>"
+    )
+    index = SearchIndex(lang=["en"], separator="", pipeline=[], fields={})
+    page = SimpleNamespace(
+        content=exclude_code(chapter, "chapters/x.md"), toc=[], url="chapters/x/", meta={},
+        title="x",
+    )  # fmt: skip
+    index.add_entry_from_context(page)
+    text = " ".join(entry["title"] + " " + entry["text"] for entry in index.entries)
+    assert "Shazeer (2019) shares one key head." in text and "a list of the prose" in text
+    assert "References" in text  # the heading stays, so a search for it lands on the list
+    assert "Fast Transformer decoding" not in text
+
+
 def test_each_paragraph_of_a_few_words_is_sampled():
     samples = paragraph_samples(PAGE)
     assert samples == ["Attention is a weighted average of values, where the weights"]

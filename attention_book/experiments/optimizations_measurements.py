@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import functools
 import time
+from collections.abc import Callable
 from typing import Any
 
 import torch
 import torch.nn.functional as F
+from torch import Tensor
 
 from attention_book.attention import DotProductAttention
 from attention_book.experiments.optimizations import (
@@ -32,6 +34,7 @@ __all__ = [
     "LINEAR_HEAD_DIM",
     "LINEAR_SEQ_LENS",
     "PUBLISHED_MODELS",
+    "causal_attention_methods",
     "generation_timings",
     "kv_cache_bytes",
     "linear_attention_measurements",
@@ -134,6 +137,22 @@ def generation_timings(max_new_tokens: int = 512, repeats: int = 3) -> dict[str,
     }
 
 
+def causal_attention_methods() -> dict[str, Callable[[Tensor, Tensor, Tensor], Tensor]]:
+    """The three ways of computing causal attention that `linear_attention_measurements` compares.
+
+    Returns:
+        "softmax": the book's explicit `DotProductAttention`, which forms the ``n x n`` weights;
+        "softmax_fused": PyTorch's ``scaled_dot_product_attention``; "linear": `linear_attention`
+        (elu + 1, chunks of 64). Each takes queries, keys and values and is causal.
+    """
+    explicit = DotProductAttention()
+    return {
+        "softmax": lambda q, k, v: explicit(q, k, v, is_causal=True),
+        "softmax_fused": lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True),
+        "linear": lambda q, k, v: linear_attention(q, k, v, causal=True),
+    }
+
+
 @functools.cache
 def linear_attention_measurements() -> dict[str, Any]:
     """Time and peak memory of causal softmax and linear attention at each sequence length.
@@ -148,15 +167,10 @@ def linear_attention_measurements() -> dict[str, Any]:
     between operators (`measure_tensor_memory`); scratch space inside one kernel is not seen.
 
     Returns:
-        "seq_lens", and per method ("softmax", "softmax_fused", "linear") the median
-        "seconds" and the peak "bytes" at each length.
+        "seq_lens", and per method of `causal_attention_methods` ("softmax", "softmax_fused",
+        "linear") the median "seconds" and the peak "bytes" at each length.
     """
-    explicit = DotProductAttention()
-    methods = {
-        "softmax": lambda q, k, v: explicit(q, k, v, is_causal=True),
-        "softmax_fused": lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True),
-        "linear": lambda q, k, v: linear_attention(q, k, v, causal=True),
-    }
+    methods = causal_attention_methods()
     result: dict[str, Any] = {"seq_lens": list(LINEAR_SEQ_LENS)}
     result |= {name: {"seconds": [], "bytes": []} for name in methods}
     # One thread: less disturbed by the other work of a machine.

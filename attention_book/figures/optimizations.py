@@ -6,6 +6,8 @@ Drawing only: the trainings and measurements they show live in
 
 from __future__ import annotations
 
+import statistics
+
 import matplotlib.pyplot as plt
 import torch
 from matplotlib.figure import Figure
@@ -34,14 +36,17 @@ __all__ = [
     "FIGURES",
     "optimizations_cache_speedup",
     "optimizations_cache_timings",
+    "optimizations_cache_verdict",
     "optimizations_extrapolation",
     "optimizations_extrapolation_verdict",
     "optimizations_generation_sample",
     "optimizations_linear_crossover",
     "optimizations_linear_scaling",
     "optimizations_loss_by_position",
+    "optimizations_loss_facts",
     "optimizations_receptive_field",
     "optimizations_rope_error",
+    "optimizations_shared_heads_verdict",
     "optimizations_sparse_patterns",
     "optimizations_variant_facts",
     "optimizations_variants_table",
@@ -131,8 +136,56 @@ def optimizations_cache_timings() -> Figure:
     return fig
 
 
+def optimizations_cache_verdict(timings: dict[str, list[float]]) -> str:
+    """Markdown: how the time of a step and the total time grew, with and without the cache.
+
+    A step's time is read as the median over a quarter of the steps (the first quarter against
+    the last), so that one slow step does not decide; the total as the time of all steps
+    against that of the first half.
+
+    Args:
+        timings: `generation_timings`' result: "positions", and the seconds of each step per
+            method ("cache", "no_cache").
+
+    Returns:
+        Two or three sentences; the last says whether a step's time grew without the cache
+        and hardly with it.
+
+    Raises:
+        ValueError: If fewer than 8 steps were timed.
+    """
+    n = len(timings["positions"])
+    if n < 8:
+        raise ValueError(f"timings must hold at least 8 steps, got {n}")
+    quarter, half = n // 4, n // 2
+    growth, doubling = {}, {}
+    for method in ("no_cache", "cache"):
+        steps = timings[method]
+        growth[method] = statistics.median(steps[-quarter:]) / statistics.median(steps[:quarter])
+        doubling[method] = sum(steps) / sum(steps[:half])
+    text = (
+        f"The median step of the last {quarter} took {growth['no_cache']:.1f}× as long as the "
+        f"median of the first {quarter} without the cache, and {growth['cache']:.1f}× with it. "
+        f"Going from {half} to {n} tokens multiplied the total time by "
+        f"{doubling['no_cache']:.1f} without the cache and {doubling['cache']:.1f} with it (4 "
+        "for a step time proportional to the position, 2 for a constant one)."
+    )
+    if growth["no_cache"] >= 2 and growth["cache"] < 1.5:
+        text += (
+            " So without the cache the time of a step grew with the position, and with it the "
+            "time of a step hardly grew: in a model this small the attention over a few hundred "
+            "cached keys is cheap next to the fixed cost of running the layers, and of Python, "
+            "for one token."
+        )
+    elif growth["no_cache"] > growth["cache"]:
+        text += " The time of a step grew with the position, faster without the cache."
+    else:
+        text += " In this build the cache did not slow the growth of a step's time."
+    return text
+
+
 def optimizations_cache_speedup() -> str:
-    """Markdown sentence: the speedup of the cache at the last step and over the generation."""
+    """Markdown sentences: the speedup of the cache, and how the times grew with the position."""
     timings = generation_timings()
     last = timings["no_cache"][-1] / timings["cache"][-1]
     first = timings["no_cache"][0] / timings["cache"][0]
@@ -144,7 +197,8 @@ def optimizations_cache_speedup() -> str:
         f"{1e3 * timings['cache'][-1]:.2f} ms with it: **{last:.1f}× faster** (at the first "
         f"step the ratio was {first:.1f}). The whole generation took "
         f"{sum(timings['no_cache']):.2f} s without and {sum(timings['cache']):.2f} s with the "
-        f"cache ({whole:.1f}×). CPU time of one thread, fastest of three runs per step."
+        f"cache ({whole:.1f}×). CPU time of one thread, fastest of three runs per step.\n\n"
+        + optimizations_cache_verdict(timings)
     )
 
 
@@ -196,6 +250,35 @@ def optimizations_variants_table() -> str:
     return "\n".join(lines)
 
 
+def optimizations_shared_heads_verdict(deltas: dict[str, float], seed_gap: float) -> str:
+    """Markdown: whether sharing key/value heads cost a loss that the seeds' gap can resolve.
+
+    Args:
+        deltas: Validation loss minus the baseline's, for "gqa" and "mqa".
+        seed_gap: How far apart the baseline's two seeds ended (at least 0).
+
+    Returns:
+        One sentence: the variants that moved the loss by more than twice the gap, or none.
+
+    Raises:
+        ValueError: If `seed_gap` is negative.
+    """
+    if seed_gap < 0:
+        raise ValueError(f"seed_gap must be at least 0, got {seed_gap}")
+    beyond = [v for v in ("gqa", "mqa") if abs(deltas[v]) > 2 * seed_gap]
+    if not beyond:
+        return (
+            "Neither grouped-query nor multi-query attention moved the validation loss by more "
+            "than twice the gap between the baseline's two seeds: in this run, the smaller "
+            "caches cost no loss that this experiment can resolve."
+        )
+    parts = [f"{SHORT[v]} by {deltas[v]:+.3f}" for v in beyond]
+    return (
+        "Sharing key/value heads moved the validation loss by more than twice the gap between "
+        "the baseline's two seeds: " + " and ".join(parts) + " nats per character."
+    )
+
+
 def optimizations_variant_facts() -> dict[str, str]:
     """Values for the prose: how many fewer parameters the shared key/value heads leave.
 
@@ -211,6 +294,24 @@ def optimizations_variant_facts() -> dict[str, str]:
     facts = {f"{v}_parameters": f"{n:,}" for v, n in counts.items()}
     for variant in ("gqa", "mqa"):
         facts[f"{variant}_fewer"] = f"{1 - counts[variant] / counts['baseline']:.1%}"
+    return facts
+
+
+def optimizations_loss_facts() -> dict[str, str]:
+    """Values for the prose: each variant's validation loss against the baseline's.
+
+    Returns:
+        "seed_gap", how far apart the baseline's two seeds ended ("0.005"); per variant other
+        than the baseline, "<variant>_delta", its validation loss minus the baseline's
+        ("+0.004"); and "shared_verdict", `optimizations_shared_heads_verdict` of grouped-query
+        and multi-query attention.
+    """
+    baseline = optimizations_experiment("baseline")["valid_loss"]
+    seed_gap = abs(optimizations_experiment("baseline", seed=1)["valid_loss"] - baseline)
+    deltas = {v: optimizations_experiment(v)["valid_loss"] - baseline for v in SHORT}
+    facts = {"seed_gap": f"{seed_gap:.3f}"}
+    facts |= {f"{v}_delta": f"{delta:+.3f}" for v, delta in deltas.items()}
+    facts["shared_verdict"] = optimizations_shared_heads_verdict(deltas, seed_gap)
     return facts
 
 
@@ -260,7 +361,8 @@ def optimizations_extrapolation_verdict(losses: dict[str, list[float]], context:
         context: The longest window of training.
 
     Returns:
-        Two or three sentences; the last says whether the run agrees with Press et al.
+        A few sentences: the numbers, whether the run agrees with Press et al. about ALiBi,
+        and whether the rotary baseline carried its loss past the trained length.
     """
     late = slice(context - context // 4, context)
     numbers = {
@@ -277,10 +379,14 @@ def optimizations_extrapolation_verdict(losses: dict[str, list[float]], context:
     )
     rise = {v: past - last for v, (_, last, past) in numbers.items()}
     others = [r for v, r in rise.items() if v != "alibi"]
+    moved = (
+        f"rose by {min(others):.2f} to {max(others):.2f}"
+        if min(others) > 0
+        else f"moved by {min(others):+.2f} to {max(others):+.2f}"
+    )
     text += (
         f" Past position {context}, ALiBi's loss moved by {rise['alibi']:+.2f} from its level at "
-        f"positions {late.start + 1}–{context}; the other models' rose by "
-        f"{min(others):.2f} to {max(others):.2f}."
+        f"positions {late.start + 1}–{context}; the other models' {moved}."
     )
     if rise["alibi"] < 0.1 and rise["alibi"] < 0.1 * min(others):
         text += (
@@ -300,6 +406,16 @@ def optimizations_extrapolation_verdict(losses: dict[str, list[float]], context:
         )
     else:
         text += " This run does not reproduce what Press et al. report: ALiBi degraded as well."
+    if rise["baseline"] >= 0.1:
+        text += (
+            f" The rotary baseline's loss rose by {rise['baseline']:.2f}: scores that depend on "
+            "the offset alone did not, by themselves, carry this model past its training length."
+        )
+    else:
+        text += (
+            f" The rotary baseline's loss moved by {rise['baseline']:+.2f}: it carried its loss "
+            "past the trained length too."
+        )
     return text
 
 
@@ -446,12 +562,19 @@ def optimizations_linear_crossover() -> str:
             cells.append(f"n = {at:,}" if at else "no measured length")
         lines.append(f"| {name} | {cells[0]} | {cells[1]} |")
     ratio = data["softmax_fused"]["seconds"][-1] / linear["seconds"][-1]
+    growth = {
+        m: data[m]["bytes"][-1] / data[m]["bytes"][-2]
+        for m in ("softmax", "softmax_fused", "linear")
+    }
     lines += [
         "",
         f'*In this build, lengths {n[0]} to {n[-1]:,} (doubling); "from" means at that '
         f"length and every longer one. At n = {n[-1]:,} fused softmax attention took "
         f"{ratio:.1f}× the time of linear attention (CPU time of one thread, median of "
-        "three runs).*",
+        f"three runs). From n = {n[-2]:,} to {n[-1]:,}, the peak tensor memory grew "
+        f"{growth['softmax']:.1f}× for explicit softmax, {growth['softmax_fused']:.1f}× for "
+        f"fused softmax and {growth['linear']:.1f}× for linear attention (4× when it grows "
+        "with the square of the length, 2× when it grows in proportion).*",
     ]
     return "\n".join(lines)
 
@@ -463,6 +586,7 @@ FIGURES = (
     optimizations_cache_speedup,
     optimizations_variants_table,
     optimizations_variant_facts,
+    optimizations_loss_facts,
     optimizations_rope_error,
     optimizations_loss_by_position,
     optimizations_extrapolation,
