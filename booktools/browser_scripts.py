@@ -179,3 +179,21 @@ LIVE_RESULT = """name => JSON.parse(JSON.stringify(
 
 # A JSON file of the site, fetched by the page.
 FETCH_JSON = "url => fetch(url).then(response => response.json())"
+
+# Move every control of a live widget, as a reader does: every choice of every picker, then its
+# sliders to their ends (the page reports an error in what each redraws as an uncaught exception).
+LIVE_CONTROLS = """name => {
+  const widget = document.querySelector(`.book-live[data-live="${name}"]`);
+  let moved = 0;
+  for (const control of widget.querySelectorAll('select, input[type=range]')) {
+    const values = control.tagName === 'SELECT'
+      ? [...control.options].map(option => option.value) : [control.min, control.max];
+    const start = control.value;
+    for (const value of [...values, start]) {
+      control.value = value;
+      control.dispatchEvent(new Event(control.tagName === 'SELECT' ? 'change' : 'input'));
+      moved += 1;
+    }
+  }
+  return moved;
+}"""

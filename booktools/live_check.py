@@ -11,7 +11,9 @@ each widget it:
    `booktools.live_export` from PyTorch) into the widget's box, presses Enter, waits for the
    widget to finish, and reads what the page computed (``window.bookLive[name].result``);
 3. fails unless the page's tokens are PyTorch's, and every logit and attention weight is within
-   the reference's tolerance of PyTorch's (the largest differences are reported either way).
+   the reference's tolerance of PyTorch's (the largest differences are reported either way);
+4. moves every picker and slider of the widget through its values, as a reader does: an error
+   in what they redraw is an uncaught exception, which the browser check reports.
 
 The widget runs with reduced motion (its animation shows the last step at once), so what the
 screenshots show does not depend on when they are taken.
@@ -20,6 +22,7 @@ screenshots show does not depend on when they are taken.
 from __future__ import annotations
 
 import math
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -51,11 +54,13 @@ class LiveReport:
     logit_difference: float = 0.0
     weight_difference: float = 0.0
     timings: list[str] = field(default_factory=list)
+    seconds: float = 0.0  # how long its check took
 
     def summary(self) -> str:
         """One line for the check's output."""
         return (
-            f"{self.name}: downloads {self.bytes / 1000:.0f} KB; {self.cases} cases; largest "
+            f"{self.name} (checked in {self.seconds:.1f} s): downloads {self.bytes / 1000:.0f} KB; "
+            f"{self.cases} cases; largest "
             f"difference from PyTorch: logits {self.logit_difference:.1e}, attention weights "
             f"{self.weight_difference:.1e}; " + "; ".join(self.timings)
         )
@@ -192,6 +197,7 @@ def check_live_widgets(page, problems: list[str]) -> list[LiveReport]:
     for widget in found["widgets"]:
         name = widget["name"]
         report = LiveReport(name)
+        started = time.perf_counter()
         reports.append(report)
         start = page.evaluate(js.RESOURCE_COUNT)
         page.locator(f'.book-live[data-live="{name}"] .book-live__load').click()
@@ -223,4 +229,6 @@ def check_live_widgets(page, problems: list[str]) -> list[LiveReport]:
                 else:
                     report.weight_difference = max(report.weight_difference, difference)
             report.timings.append(timing(name, case, result))
+        page.evaluate(js.LIVE_CONTROLS, name)
+        report.seconds = time.perf_counter() - started
     return reports

@@ -63,6 +63,10 @@ export async function mount(container) {
     mount_gpt(app, live, manifest, gpt.gpt(manifest, params), gpt);
   }
   container.dataset.state = container.dataset.state === "done" ? "done" : "ready";
+  // The Load button had the focus and is gone: a keyboard reader goes on in the widget's box.
+  if (!document.activeElement || document.activeElement === document.body) {
+    app.querySelector("input").focus({ preventScroll: true });
+  }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -82,7 +86,7 @@ function heatmap(weights, row_labels, column_labels, current_row, description) {
   });
   weights.forEach((row, i) => {
     for (let j = 0; j < column_labels.length; j++) {
-      const w = row ? row[j] : 0;
+      const w = row && j < row.length ? row[j] : 0;  // a causal row ends at its own step
       parts.push(`<rect class="book-live__cell" x="${left + cell * j}" y="${top + cell * i}" ` +
                  `width="${cell}" height="${cell}" fill-opacity="${w.toFixed(3)}"></rect>`);
     }
@@ -347,8 +351,8 @@ function mount_gpt(app, live, manifest, model, gpt) {
     const same = cached.tokens.length === plain.tokens.length && cached.tokens.every((t, k) => t === plain.tokens[k]);
     const mean = (ms) => ms.reduce((a, b) => a + b, 0) / ms.length;
     status.textContent = `${same ? "Both runs generated the same" : "The two runs differ! They should give the same"} ` +
-      `${total} characters; the cache made a character ${(mean(plain.ms) / mean(cached.ms)).toFixed(1)} times ` +
-      "faster on average in this browser.";
+      `${total} characters: ${mean(cached.ms).toFixed(2)} ms per character with the cache, ` +
+      `${mean(plain.ms).toFixed(2)} ms without, in this browser.`;
     live.result = {
       prompt: text, prompt_ids, tokens: cached.tokens, tokens_without_cache: plain.tokens,
       logits: cached.logits, logits_without_cache: plain.logits, weights: cached.weights,
