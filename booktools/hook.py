@@ -92,8 +92,7 @@ def on_config(config):
 
 
 def on_files(files: Files, config) -> Files:
-    """Add figures, the live widgets' models, KaTeX's style sheet and fonts, and chapter
-    notebooks to the site.
+    """Add figures, the live widgets' models, KaTeX's files and chapter notebooks to the site.
 
     Args:
         files: The site's files.
