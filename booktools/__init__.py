@@ -9,6 +9,10 @@ the ``attention_book`` wheel. One concept per module:
 - `booktools.notes`: the "first run trains" note before a block that trains;
 - `booktools.notebooks`: one downloadable notebook per chapter;
 - `booktools.katex`: every formula rendered by KaTeX when the site is built;
+- `booktools.live`: the book's trained models run live in the page (``{{ live:NAME }}``), with
+  `booktools.live_export` (their weights, vocabularies and PyTorch's reference, exported from
+  the result store) and `booktools.live_check` (the page's numbers against PyTorch's, in the
+  browser check);
 - `booktools.state`: what one build keeps between mkdocs events;
 - `booktools.hook`: the mkdocs events (``docs/hooks/book.py`` only imports them);
 - `booktools.snippets`: the pytest plugin that runs every code block of the pages;

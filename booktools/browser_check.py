@@ -15,6 +15,11 @@ pressed, as a reader does). Each way gets its own report. It fails:
 - at 1280 px, in light and dark: on a code block that scrolls sideways, a serious or critical
   accessibility violation found by axe-core, and a figure the reader steps through whose
   slider does not change it;
+- in light mode, on a page with a live widget (`booktools.live`): when the widget loads before
+  its button is pressed, downloads more than it may, or computes other tokens than PyTorch, or
+  logits and attention weights farther from PyTorch's than the reference's tolerance, for any
+  of its held-out cases (`booktools.live_check`; the widget is loaded before axe runs, so axe,
+  the phone width and dark mode see it loaded);
 - in light mode: on a chapter page that transfers more than 600 kB on a first load (served
   compressed, as GitHub Pages serves it; every page's weight is printed), or that prints with
   closed folds or its navigation, and when a runnable block of the page's Markdown source (the
@@ -46,6 +51,7 @@ from pathlib import Path
 
 from booktools import browser_scripts as js
 from booktools.browsing import DESKTOP, PHONE, browsing, site_pages
+from booktools.live_check import LiveReport, check_live_widgets
 from booktools.markdown import runnable_blocks
 
 #: A chapter page may transfer at most this much on a first load, compressed (HTML, figures,
@@ -76,6 +82,7 @@ class PageReport:
     problems: list[str] = field(default_factory=list)
     bytes: int = 0
     seconds: float = 0.0  # how long checking the page took, every way (on its first report)
+    live: list[LiveReport] = field(default_factory=list)  # its live widgets (light mode)
 
 
 @functools.cache
@@ -251,6 +258,7 @@ def check_page(
                 f"the page transfers {light.bytes / 1e3:.0f} kB, over the "
                 f"{MAX_CHAPTER_BYTES / 1e3:.0f} kB a chapter may weigh"
             )
+        light.live = check_live_widgets(page, light.problems)
         check_sliders_and_accessibility(page, light)
         if "/chapters/" in url:
             check_print(page, light)
@@ -543,6 +551,11 @@ def main(argv: list[str] | None = None, browser=None) -> int:
         print("page weight (bytes transferred, first load, no cache, compressed):")
         for report in sorted(weighed, key=lambda r: -r.bytes):
             print(f"  {report.bytes / 1e3:6.0f} kB  {report.url}")
+    live = [widget for report in reports for widget in report.live]
+    if live:
+        print("live widgets (this browser, on this machine):")
+        for widget in live:
+            print(f"  {widget.summary()}")
     timed = sorted((r for r in reports if r.seconds), key=lambda r: -r.seconds)
     if timed:
         total = sum(r.seconds for r in timed)

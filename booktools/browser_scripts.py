@@ -142,3 +142,58 @@ DARK_PALETTE = """() => {
 
 # True once Material shows the dark palette.
 IS_DARK = "() => document.body.getAttribute('data-md-color-scheme') === 'slate'"
+
+# The live widgets of the page (booktools.live): each one's name, and whether a file of a live
+# widget (its code or its model) was loaded already, which must wait for its Load button.
+LIVE_WIDGETS = """() => ({
+  widgets: [...document.querySelectorAll('.book-live')].map(w => ({
+    name: w.dataset.live,
+    reference: new URL(w.dataset.model + 'reference.json', location.href).href,
+  })),
+  loaded: performance.getEntriesByType('resource').map(e => e.name)
+    .filter(name => name.includes('/live/')),
+})"""
+
+# How many resources the page has loaded so far (the weighing of a widget starts after them).
+RESOURCE_COUNT = "() => performance.getEntriesByType('resource').length"
+
+# Bytes of the resources loaded after the first `start` ones, and their names.
+RESOURCES_SINCE = """start => {
+  const entries = performance.getEntriesByType('resource').slice(start);
+  return {
+    bytes: entries.reduce((total, e) => total + (e.transferSize || e.encodedBodySize || 0), 0),
+    names: entries.map(e => e.name.split('/').slice(-2).join('/')),
+  };
+}"""
+
+# The state of a live widget ("loading", "ready", "running", "done", "error").
+LIVE_STATE = """name => {
+  const widget = document.querySelector(`.book-live[data-live="${name}"]`);
+  return widget ? widget.dataset.state || '' : 'missing';
+}"""
+
+# What a live widget computed last (window.bookLive[name].result), typed arrays as plain ones.
+LIVE_RESULT = """name => JSON.parse(JSON.stringify(
+  (window.bookLive && window.bookLive[name] || {}).result || null,
+  (key, value) => ArrayBuffer.isView(value) ? Array.from(value) : value))"""
+
+# A JSON file of the site, fetched by the page.
+FETCH_JSON = "url => fetch(url).then(response => response.json())"
+
+# Move every control of a live widget, as a reader does: every choice of every picker, then its
+# sliders to their ends (the page reports an error in what each redraws as an uncaught exception).
+LIVE_CONTROLS = """name => {
+  const widget = document.querySelector(`.book-live[data-live="${name}"]`);
+  let moved = 0;
+  for (const control of widget.querySelectorAll('select, input[type=range]')) {
+    const values = control.tagName === 'SELECT'
+      ? [...control.options].map(option => option.value) : [control.min, control.max];
+    const start = control.value;
+    for (const value of [...values, start]) {
+      control.value = value;
+      control.dispatchEvent(new Event(control.tagName === 'SELECT' ? 'change' : 'input'));
+      moved += 1;
+    }
+  }
+  return moved;
+}"""

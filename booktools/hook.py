@@ -5,13 +5,14 @@
 1. ``on_config``: a new `BuildState` for this build, kept in the configuration that every
    later event receives (each rebuild of ``mkdocs serve`` starts clean).
 2. ``on_files``: draws every figure and build fragment the pages use (`booktools.figures`),
-   adds KaTeX's style sheet and fonts (`booktools.katex`) and one notebook per chapter
+   exports the trained models that pages run live in the browser (`booktools.live`), adds
+   KaTeX's style sheet and fonts (`booktools.katex`) and one notebook per chapter
    (`booktools.notebooks`).
 3. ``on_page_markdown``: expands the listings of package source (`booktools.listings`), puts a
    note of what it trains before each block that may train (`booktools.notes`), inserts the
-   build fragments, shows each figure in light and dark, links each chapter's notebook, says
-   which versions its code was tested with (`booktools.versions`), and puts a deep dive's
-   note under its title (`booktools.reading`).
+   build fragments and the live widgets, shows each figure in light and dark, links each
+   chapter's notebook, says which versions its code was tested with (`booktools.versions`),
+   and puts a deep dive's note under its title (`booktools.reading`).
 4. ``on_page_content``: marks what the search index leaves out (code blocks, the API pages'
    parameter tables: `booktools.search_index`) and keeps the first words of each paragraph of
    each chapter, which the index must hold.
@@ -39,6 +40,7 @@ from booktools.attr_lists import check_attribute_lists
 from booktools.figures import add_figures, insert_fragments, light_and_dark_figures
 from booktools.katex import add_katex, render_math
 from booktools.listings import expand_listings
+from booktools.live import add_live_models, insert_live
 from booktools.notebooks import CHAPTERS, add_notebooks, notebook_uri
 from booktools.notes import first_run_notes
 from booktools.reading import deep_dive_note, length_report, measure_page
@@ -90,7 +92,7 @@ def on_config(config):
 
 
 def on_files(files: Files, config) -> Files:
-    """Add figures, KaTeX's style sheet and fonts, and chapter notebooks to the site.
+    """Add figures, the live widgets' models, KaTeX's files and chapter notebooks to the site.
 
     Args:
         files: The site's files.
@@ -101,6 +103,7 @@ def on_files(files: Files, config) -> Files:
     """
     state = build_state(config)
     add_figures(files, config, state)
+    add_live_models(files, config, state)
     add_katex(files, config)
     add_notebooks(files, config, state)
     return files
@@ -124,6 +127,7 @@ def on_page_markdown(markdown: str, page, config, files: Files) -> str:
     markdown = expand_listings(markdown, source)
     markdown = first_run_notes(markdown)
     markdown = insert_fragments(markdown, source, state)
+    markdown = insert_live(markdown, source, page.url, state)
     markdown = light_and_dark_figures(markdown, state, page.url)
     if page.file.src_uri.startswith(CHAPTERS):
         name = Path(notebook_uri(page.file)).name

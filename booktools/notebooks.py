@@ -21,6 +21,7 @@ from mkdocs.structure.files import File, Files
 from booktools import ROOT
 from booktools.figures import FIGURE_LINK, insert_fragments
 from booktools.listings import listing
+from booktools.live import notebook_text
 from booktools.markdown import Fence, Skip, is_mark, pieces
 from booktools.notes import note_for
 from booktools.state import BuildState
@@ -122,6 +123,7 @@ def chapter_notebook(
         if isinstance(piece, str):
             if not is_mark(piece):  # test marks are not for readers
                 line = insert_fragments(piece, page, state)
+                line = notebook_text(line, page_url, site_url, state)
                 prose.append(absolute_links(line, page_url, site_url))
             continue
         if piece.is_output:

@@ -30,12 +30,15 @@ class BuildState:
             path under ``docs/``.
         search_samples: The first words of each paragraph of each chapter, by its URL, which
             the search index must hold (`booktools.search_index`).
+        live: Each live widget's facts (`booktools.live.widget_facts`): its exported model's
+            folder, sizes and reference cases, by widget name (``{{ live:NAME }}``).
     """
 
     fragments: dict[str, str] = field(default_factory=dict)
     frames: dict[str, dict] = field(default_factory=dict)
     page_lengths: dict[str, int] = field(default_factory=dict)
     search_samples: dict[str, list[str]] = field(default_factory=dict)
+    live: dict[str, dict] = field(default_factory=dict)
 
     def fragment(self, name: str, page: str) -> str:
         """The Markdown of a build fragment.

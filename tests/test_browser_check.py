@@ -7,6 +7,7 @@ Chromium takes longer than checking a tiny page).
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 from pathlib import Path
@@ -362,3 +363,101 @@ def test_a_copy_button_that_copies_another_code_than_the_tested_block_fails(
     assert problems == [
         "no copy button copies this block of x.md as the snippets test it: 'print(1)'"
     ]
+
+
+# The live widgets (booktools.live): the page's JavaScript against PyTorch, on tiny models.
+
+LIVE_JS = Path(__file__).resolve().parents[1] / "docs" / "assets" / "javascripts"
+#: Deliberate mistakes in the page's code, each a single edit of layers.js, and what must say so.
+BROKEN = {
+    # The causal mask aligned top-left: one new query (a cached step) sees only the first key.
+    "wrong mask": (
+        'alignment === "bottom-right" ? num_keys - num_queries : 0',
+        "0",
+    ),
+    # The scores not divided by sqrt(d).
+    "missing scale": ("dot(q, keys[j]) / Math.sqrt(d)", "dot(q, keys[j])"),
+}
+
+
+def live_site(site: Path, models: dict[str, Path], broken: str | None = None) -> str:
+    """A page with both live widgets, their models and code (broken as named); its URL path."""
+    from booktools.live import widget_html
+
+    javascripts = site / "assets" / "javascripts"
+    shutil.rmtree(javascripts, ignore_errors=True)
+    shutil.copytree(LIVE_JS / "live", javascripts / "live")
+    shutil.copy(LIVE_JS / "book.js", javascripts / "book.js")
+    if broken is not None:
+        layers = javascripts / "live" / "layers.js"
+        old, new = BROKEN[broken]
+        assert layers.read_text().count(old) == 1, f"layers.js no longer holds {old!r}"
+        layers.write_text(layers.read_text().replace(old, new))
+    widgets = []
+    for name, folder in models.items():
+        shutil.copytree(folder, site / "live" / name, dirs_exist_ok=True)
+        case = json.loads((folder / "reference.json").read_text())["cases"][0]
+        example = case.get("sentence", case.get("prompt"))
+        facts = {"folder": name, "download_bytes": 1000, "example": example}
+        widgets.append(widget_html(name, "../", facts))
+    script = "<script src='/assets/javascripts/book.js'></script>"
+    write_page(site, "live", "<main>" + "".join(widgets) + "</main>" + script)
+    return "/live/"
+
+
+def live_problems(site: Path, path: str):
+    reports = check(site, pages=[path], search=False, dark=False)
+    return [p for report in reports for p in report.problems], reports[0].live
+
+
+def test_the_live_widgets_compute_what_pytorch_computes(tiny_site: Path, live_models):
+    problems, live = live_problems(tiny_site, live_site(tiny_site, live_models))
+    assert problems == []
+    assert [(report.name, report.cases) for report in live] == [("translator", 2), ("gpt", 2)]
+    assert all(0 < report.logit_difference < 1e-4 for report in live), live
+    assert all(0 < report.weight_difference < 1e-4 for report in live), live
+
+
+@pytest.mark.parametrize("broken", sorted(BROKEN))
+def test_a_broken_forward_pass_fails_the_check(tiny_site: Path, live_models, broken: str):
+    problems, _ = live_problems(tiny_site, live_site(tiny_site, live_models, broken))
+    for name in ("translator", "gpt"):
+        found = [p for p in problems if p.startswith(f"live {name}")]
+        assert any("over the tolerance" in p for p in found), (broken, name, problems)
+
+
+def test_the_page_tokenizes_as_python_does(tiny_site: Path):
+    from attention_book.data.corpus import builtin_pairs
+    from attention_book.data.text import Vocab, tokenize
+    from booktools.browsing import browsing
+
+    tricky = [
+        "Hello, world!", "It is 3:45 PM, déjà.", "1,000 or 3.5?", "end.", "a;b; c;", " x , y ",
+        "Va\u202f! Il est 3:45\u202fPM", "tab\there\nnew line\r\n", "nbsp\xa0and\x85next\x1cfs",
+        "zero\u200bwidth\ufeffbom", "İstanbul ΣΑΣ Straße", "!!! ...", "", "   ", "?", "a,",
+        "ÉTATS-UNIS, 12:00.", "x\u3000y\u2028z",
+    ]  # fmt: skip
+    pairs = [pair for split in ("train", "valid", "test") for pair in builtin_pairs(split)]
+    sentences = tricky + [text for pair in pairs for text in pair]
+    vocab = Vocab([tokenize(source) for source, _ in builtin_pairs("train")])
+    shutil.copytree(LIVE_JS / "live", tiny_site / "assets" / "javascripts" / "live")
+    with browsing(tiny_site, _SHARED[0]) as (new_context, base_url):
+        context = new_context()
+        page = context.new_page()
+        page.goto(base_url + "/")
+        found = page.evaluate(  # one string each way: Playwright is slow on large arrays
+            """async (given) => {
+              const [sentences, tokens] = JSON.parse(given);
+              const text = await import('/assets/javascripts/live/text.js');
+              const vocab = new text.Vocab(tokens);
+              return JSON.stringify(
+                sentences.map(s => [text.tokenize(s), vocab.indices(text.tokenize(s))]));
+            }""",
+            json.dumps([sentences, vocab.idx_to_token]),
+        )
+        found = json.loads(found)
+        context.close()
+    expected = [[tokenize(s), vocab[tokenize(s)]] for s in sentences]
+    wrong = [(s, f, e) for s, f, e in zip(sentences, found, expected, strict=True) if f != e]
+    assert wrong == [], wrong[:5]
+    assert any(vocab.unk in indices for _, indices in expected)  # unknown words were tried

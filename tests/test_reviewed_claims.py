@@ -328,6 +328,10 @@ def test_the_transformer_chapter_words_its_second_review_fixes_from_the_build():
     length = " ".join(page("transformer-length.md").split())
     # Press et al.'s Figure 1: rotary embeddings degraded too; ALiBi did not.
     assert "with rotary embeddings" in length and "they degraded all the same" in length
-    # Vaswani et al.'s tied embeddings: what the paper does, and that the book's runs do not.
-    assert "one weight matrix three times" in text and "The book's runs do not share" in text
-    assert "tie_embeddings=True" in text
+    # Vaswani et al.'s tied embeddings: what the paper does, and that the book's runs do not,
+    # in a word on the core page and in full on the deep dive it links.
+    assert "section 3.4). The book's runs share none of them" in text
+    assert "transformer-pytorch.md#sharing-the-embedding-with-the-output-layer" in text
+    blocks = " ".join(page("transformer-pytorch.md").split())
+    assert "one weight matrix three times" in blocks and "The book's runs do not share" in blocks
+    assert "tie_embeddings=True" in blocks

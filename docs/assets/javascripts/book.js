@@ -41,3 +41,28 @@ document.addEventListener("input", (event) => {
   dark.src = `${base}.frame-${frame}.dark.svg#only-dark`;
   player.querySelector("output").textContent = JSON.parse(slider.dataset.labels)[frame];
 });
+
+// Live widgets (booktools.live): the book's trained models, run in the page. Their Load button
+// is hidden until this script runs (without JavaScript a note says why); pressing it imports the
+// widget's module, which fetches the model. Nothing of it loads before the reader asks.
+const showLiveButtons = () => {
+  for (const button of document.querySelectorAll(".book-live__load")) button.hidden = false;
+};
+showLiveButtons();
+if (typeof document$ !== "undefined") document$.subscribe(showLiveButtons);
+document.addEventListener("click", async (event) => {
+  const button = event.target.closest && event.target.closest(".book-live__load");
+  if (!button) return;
+  const container = button.closest(".book-live");
+  button.disabled = true;
+  button.textContent = "Loading…";
+  container.dataset.state = "loading";
+  try {
+    const widget = await import(new URL(container.dataset.module, location.href).href);
+    await widget.mount(container);
+  } catch (error) {
+    container.dataset.state = "error";
+    button.textContent = `The widget could not load (${error.message}).`;
+    throw error;
+  }
+});

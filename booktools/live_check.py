@@ -1,0 +1,234 @@
+"""The browser check of the live widgets: the page's model against PyTorch's, case by case.
+
+`booktools.browser_check` calls `check_live_widgets` on every page that has a live widget
+(`booktools.live`), in light mode, before it runs axe (so that axe sees the loaded widget). For
+each widget it:
+
+1. checks that nothing of the widget loaded with the page, presses the Load button as a
+   reader does, and weighs what the widget downloaded (its code and its model), which must stay
+   under `MAX_WIDGET_GZIP_BYTES`;
+2. types each held-out case of the widget's ``reference.json`` (written by
+   `booktools.live_export` from PyTorch) into the widget's box, presses Enter, waits for the
+   widget to finish, and reads what the page computed (``window.bookLive[name].result``);
+3. fails unless the page's tokens are PyTorch's, and every logit and attention weight is within
+   the reference's tolerance of PyTorch's (the largest differences are reported either way);
+4. moves every picker and slider of the widget through its values, as a reader does: an error
+   in what they redraw is an uncaught exception, which the browser check reports.
+
+The widget runs with reduced motion (its animation shows the last step at once), so what the
+screenshots show does not depend on when they are taken.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from booktools import browser_scripts as js
+from booktools.live import MAX_WIDGET_GZIP_BYTES
+
+#: How long one case may take in the page (the GPT's run without the cache is the slowest).
+CASE_TIMEOUT_MS = 180_000
+#: What each widget's result holds that is compared with PyTorch's: exactly (tokens) or within
+#: the tolerance (numbers); "logits" are logits, the rest attention weights.
+EXACT = {
+    "translator": ("source_ids", "tokens"),
+    "gpt": ("prompt_ids", "tokens", "tokens_without_cache"),
+}
+CLOSE = {
+    "translator": (("logits", "logits"), ("encoder", "encoder"), ("decoder_self", "decoder_self"),
+                   ("cross", "cross")),
+    "gpt": (("logits", "logits"), ("logits_without_cache", "logits"), ("weights", "weights")),
+}  # fmt: skip
+
+
+@dataclass
+class LiveReport:
+    """What the check of one widget found: its download, its largest differences, its times."""
+
+    name: str
+    bytes: int = 0
+    cases: int = 0
+    logit_difference: float = 0.0
+    weight_difference: float = 0.0
+    timings: list[str] = field(default_factory=list)
+    seconds: float = 0.0  # how long its check took
+
+    def summary(self) -> str:
+        """One line for the check's output."""
+        return (
+            f"{self.name} (checked in {self.seconds:.1f} s): downloads {self.bytes / 1000:.0f} KB; "
+            f"{self.cases} cases; largest "
+            f"difference from PyTorch: logits {self.logit_difference:.1e}, attention weights "
+            f"{self.weight_difference:.1e}; " + "; ".join(self.timings)
+        )
+
+
+def largest_difference(ours: Any, theirs: Any) -> float:
+    """The largest absolute difference between two nested lists of numbers (inf if shapes differ).
+
+    Args:
+        ours: Numbers, or lists of them, nested.
+        theirs: The same shape.
+
+    Returns:
+        The largest difference; ``inf`` where the shapes differ or a number is missing or NaN.
+    """
+    if isinstance(ours, list) and isinstance(theirs, list):
+        if len(ours) != len(theirs):
+            return math.inf
+        return max((largest_difference(a, b) for a, b in zip(ours, theirs, strict=True)),
+                   default=0.0)  # fmt: skip
+    if isinstance(ours, int | float) and isinstance(theirs, int | float):
+        difference = abs(ours - theirs)
+        return math.inf if math.isnan(difference) else difference
+    return math.inf
+
+
+def compare_case(name: str, case: dict, result: dict | None, tolerance: float) -> tuple[list, dict]:
+    """Compare what the page computed for one case with PyTorch's reference.
+
+    Args:
+        name: The widget's name (``translator`` or ``gpt``).
+        case: The reference case (``reference.json``).
+        result: What the page computed (``window.bookLive[name].result``), or None.
+        tolerance: The largest difference allowed for a logit or an attention weight.
+
+    Returns:
+        ``(problems, differences)``: what is wrong, and the largest difference of each
+        compared field.
+    """
+    label = repr(case.get("sentence", case.get("prompt")))
+    if result is None:
+        return [f"live {name}, {label}: the page computed nothing"], {}
+    problems, differences = [], {}
+    for key in EXACT[name]:
+        expected = case[key.removesuffix("_without_cache")]
+        if result.get(key) != expected:
+            problems.append(
+                f"live {name}, {label}: {key} differ from PyTorch's: the page has "
+                f"{result.get(key)}, PyTorch {expected}"
+            )
+    for key, reference_key in CLOSE[name]:
+        difference = largest_difference(result.get(key), case[reference_key])
+        differences[key] = difference
+        if difference > tolerance:
+            problems.append(
+                f"live {name}, {label}: {key} differ from PyTorch's by up to {difference:.3g}, "
+                f"over the tolerance {tolerance:g}"
+            )
+    if name == "gpt" and result.get("same") is not True:
+        problems.append(f"live {name}, {label}: the page says its two runs differ")
+    return problems, differences
+
+
+def run_case(page, name: str, case: dict) -> dict | None:
+    """Type one case into a widget as a reader does, press Enter, and read what it computed.
+
+    Args:
+        page: The Playwright page, with the widget loaded.
+        name: The widget's name.
+        case: The reference case.
+
+    Returns:
+        The widget's result, or None if it did not finish.
+    """
+    widget = page.locator(f'.book-live[data-live="{name}"]')
+    box = widget.locator('input[type="text"]')
+    if name == "gpt":
+        widget.locator('input[type="number"]').fill(str(len(case["tokens"])))
+    box.fill("")
+    box.press_sequentially(case.get("sentence", case.get("prompt")))
+    box.press("Enter")
+    page.wait_for_function(
+        """([name, text]) => {
+          const live = window.bookLive && window.bookLive[name];
+          const result = live && live.result;
+          const widget = document.querySelector(`.book-live[data-live="${name}"]`);
+          return widget.dataset.state === 'error'
+            || (widget.dataset.state === 'done' && result
+                && (result.sentence === text || result.prompt === text));
+        }""",
+        arg=[name, case.get("sentence", case.get("prompt"))],
+        timeout=CASE_TIMEOUT_MS,
+    )
+    return page.evaluate(js.LIVE_RESULT, name)
+
+
+def timing(name: str, case: dict, result: dict | None) -> str:
+    """The page's time for one case, in words."""
+    if not result:
+        return ""
+    if name == "translator":
+        count = len(result["tokens"])
+        return (
+            f"{len(result['source_ids'])} source tokens translated in {result['ms']:.1f} ms "
+            f"({count} tokens, {result['ms'] / count:.2f} ms each)"
+        )
+    count = len(result["tokens"])
+    cached, plain = sum(result["ms_with_cache"]), sum(result["ms_without_cache"])
+    return (
+        f"{count} characters in {cached:.0f} ms with the cache ({cached / count:.2f} ms each), "
+        f"{plain:.0f} ms without ({plain / count:.2f} ms each)"
+    )
+
+
+def check_live_widgets(page, problems: list[str]) -> list[LiveReport]:
+    """Load every live widget of the page, run its reference cases, compare with PyTorch.
+
+    Args:
+        page: A Playwright page, loaded, in light mode.
+        problems: Where to report what is wrong (the light mode's report).
+
+    Returns:
+        One report per widget (empty for a page without widgets).
+    """
+    found = page.evaluate(js.LIVE_WIDGETS)
+    if not found["widgets"]:
+        return []
+    if found["loaded"]:
+        problems.append(
+            f"live widgets loaded files before their button was pressed: {found['loaded']}"
+        )
+    page.emulate_media(reduced_motion="reduce")
+    reports = []
+    for widget in found["widgets"]:
+        name = widget["name"]
+        report = LiveReport(name)
+        started = time.perf_counter()
+        reports.append(report)
+        start = page.evaluate(js.RESOURCE_COUNT)
+        page.locator(f'.book-live[data-live="{name}"] .book-live__load').click()
+        page.wait_for_function(
+            "name => ['ready', 'done', 'error'].includes(document.querySelector("
+            '`.book-live[data-live="${name}"]`).dataset.state)',
+            arg=name,
+            timeout=CASE_TIMEOUT_MS,
+        )
+        if page.evaluate(js.LIVE_STATE, name) == "error":
+            problems.append(f"live {name}: the widget failed to load or run")
+            continue
+        report.bytes = page.evaluate(js.RESOURCES_SINCE, start)["bytes"]
+        if report.bytes > MAX_WIDGET_GZIP_BYTES:
+            problems.append(
+                f"live {name}: the widget downloads {report.bytes:,} bytes, over the "
+                f"{MAX_WIDGET_GZIP_BYTES:,} it may"
+            )
+        reference = page.evaluate(js.FETCH_JSON, widget["reference"])
+        tolerance = reference["tolerance"]
+        for case in reference["cases"]:
+            result = run_case(page, name, case)
+            found_problems, differences = compare_case(name, case, result, tolerance)
+            problems += found_problems
+            report.cases += 1
+            for key, difference in differences.items():
+                if "logits" in key:
+                    report.logit_difference = max(report.logit_difference, difference)
+                else:
+                    report.weight_difference = max(report.weight_difference, difference)
+            report.timings.append(timing(name, case, result))
+        page.evaluate(js.LIVE_CONTROLS, name)
+        report.seconds = time.perf_counter() - started
+    return reports
