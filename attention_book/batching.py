@@ -35,7 +35,7 @@ from attention_book.paged_cache import PagedKVCache, paged_attention
 from attention_book.rotary import apply_rotary
 from attention_book.timing import torch_threads
 
-__all__ = ["POLICIES", "Request", "paged_forward", "serve"]
+__all__ = ["POLICIES", "Request", "paged_forward", "parallel_samples", "serve"]
 
 POLICIES = ("static", "continuous")
 
@@ -215,6 +215,79 @@ def _static_steps(state: _State, max_batch: int, cache: PagedKVCache):
 
 
 # --8<-- [end:serve]
+
+
+# --8<-- [start:parallel_samples]
+@torch.no_grad()
+def parallel_samples(
+    model: GPT,
+    prompt: tuple[int, ...],
+    num_samples: int,
+    max_new_tokens: int,
+    share_prompt: bool = True,
+    block_size: int = 16,
+    seed: int = 0,
+) -> dict:
+    """Sample several continuations of one prompt, storing the prompt's keys once or each time.
+
+    With `share_prompt`, the prompt is run once and each sample is a fork of it
+    (`PagedKVCache.fork`): the prompt's blocks are shared, and a sample's first write into the
+    prompt's partly filled last block copies that block. Without it, every sample runs and
+    stores the prompt itself. The samples are the same either way (same seed, same logits).
+
+    Args:
+        model: The GPT (softmax attention, rotary or no positions).
+        prompt: The prompt's tokens.
+        num_samples: Number of continuations.
+        max_new_tokens: Tokens sampled for each.
+        share_prompt: Fork the samples from one copy of the prompt (True) or not.
+        block_size: Positions per block.
+        seed: Seed of the sampling.
+
+    Returns:
+        "tokens" (each sample's tokens), "peak_blocks" (most blocks in use at once) and
+        "block_nbytes" (bytes of one block).
+    """
+    heads = model.blks[0].attention.heads
+    blocks_each = -(-(len(prompt) + max_new_tokens) // block_size)
+    cache = PagedKVCache(
+        num_samples * (blocks_each + 1), block_size, len(model.blks), heads.num_kv_heads,
+        heads.head_dim, heads.W_k.weight.dtype,
+    )  # fmt: skip
+    with torch_threads(1):
+        options = (num_samples, max_new_tokens, share_prompt, seed)
+        tokens, peak = _sample(model, cache, prompt, *options)
+    return {"tokens": tokens, "peak_blocks": peak, "block_nbytes": cache.block_nbytes}
+
+
+# --8<-- [end:parallel_samples]
+
+
+def _sample(model, cache, prompt, num_samples, max_new_tokens, share_prompt, seed):
+    """The sampling loop of `parallel_samples`: its tokens and the most blocks in use."""
+    generator, model = torch.Generator().manual_seed(seed), model.eval()
+    samples = list(range(1, num_samples + 1))
+    if share_prompt:
+        cache.add_sequence(0)
+        logits = paged_forward(model, cache, [(0, torch.tensor(prompt))]).expand(num_samples, -1)
+        for sample in samples:
+            cache.fork(0, sample)
+        cache.free_sequence(0)  # the samples hold the prompt's blocks now
+    else:
+        for sample in samples:
+            cache.add_sequence(sample)
+        logits = paged_forward(model, cache, [(i, torch.tensor(prompt)) for i in samples])
+    tokens, peak = [[] for _ in samples], cache.blocks_in_use()
+    for step in range(max_new_tokens):
+        probabilities = torch.softmax(logits.double(), dim=-1)  # (num_samples, vocab)
+        drawn = torch.multinomial(probabilities, 1, generator=generator)[:, 0].tolist()
+        for sample_tokens, token in zip(tokens, drawn, strict=True):
+            sample_tokens.append(token)
+        if step < max_new_tokens - 1:
+            batch = [(i, torch.tensor([t[-1]])) for i, t in zip(samples, tokens, strict=True)]
+            logits = paged_forward(model, cache, batch)
+            peak = max(peak, cache.blocks_in_use())
+    return tokens, peak
 
 
 class _State:

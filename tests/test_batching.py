@@ -1,7 +1,7 @@
 import pytest
 import torch
 
-from attention_book.batching import Request, paged_forward, serve
+from attention_book.batching import Request, paged_forward, parallel_samples, serve
 from attention_book.gpt import GPT
 from attention_book.paged_cache import PagedKVCache
 from attention_book.timing import torch_threads
@@ -106,3 +106,16 @@ def test_paged_forward_says_which_models_it_cannot_run():
     cache.add_sequence(0)
     with pytest.raises(ValueError, match="positional='learned'"):
         paged_forward(model, cache, [(0, torch.tensor([1, 2]))])
+
+
+def test_parallel_samples_share_the_prompt_and_draw_the_same_tokens():
+    model = small_gpt(num_kv_heads=2)
+    prompt = tuple(range(1, 11))  # 10 tokens: blocks of 4 hold it in 2 full blocks and a half
+    shared = parallel_samples(model, prompt, 4, 9, share_prompt=True, block_size=4, seed=3)
+    copied = parallel_samples(model, prompt, 4, 9, share_prompt=False, block_size=4, seed=3)
+    assert shared["tokens"] == copied["tokens"]
+    assert len({tuple(t) for t in shared["tokens"]}) > 1  # they are samples, not copies
+    # 19 positions per sample: 5 blocks each if stored apart; shared: the 2 full prompt blocks
+    # once, and 3 of its own for each sample (the half block copied on its first write).
+    assert copied["peak_blocks"] == 4 * 5
+    assert shared["peak_blocks"] == 2 + 4 * 3
