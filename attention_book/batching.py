@@ -138,10 +138,11 @@ def serve(
         eos: The token that ends a sequence, or None.
 
     Returns:
-        "tokens" (the tokens generated for each request, `eos` included), "finish_step" and
-        "finish_seconds" (the step, and the seconds since the start, at which each request was
-        done), "steps", "seconds", "batch_sizes" (sequences computed at each step) and
-        "peak_blocks" (most blocks in use at once).
+        "tokens" (the tokens generated for each request, `eos` included), "start_step" (the
+        step that ran each request's prompt), "finish_step" and "finish_seconds" (the step, and
+        the seconds since the start, at which each request was done), "steps", "seconds",
+        "batch_sizes" (sequences computed at each step) and "peak_blocks" (most blocks in use
+        at once).
 
     Raises:
         ValueError: If `policy` is unknown, `max_batch` or `block_size` is below 1, there is
@@ -174,6 +175,7 @@ def serve(
             state.record(batch, logits.argmax(dim=-1).tolist(), seconds, cache)
     return {
         "tokens": state.generated,
+        "start_step": state.start_step,
         "finish_step": state.finish_step,
         "finish_seconds": state.finish_seconds,
         "steps": state.steps,
@@ -296,6 +298,7 @@ class _State:
     def __init__(self, requests: list[Request], eos: int | None):
         self.requests, self.eos = requests, eos
         self.generated: list[list[int]] = [[] for _ in requests]
+        self.start_step: list[int | None] = [None] * len(requests)
         self.finish_step: list[int | None] = [None] * len(requests)
         self.finish_seconds: list[float | None] = [None] * len(requests)
         self.steps, self.batch_sizes, self.peak_blocks = 0, [], 0
@@ -317,6 +320,8 @@ class _State:
         for (i, _), token in zip(batch, next_tokens, strict=True):
             if self.done(i):
                 continue  # static batching: a finished sequence's token is thrown away
+            if not self.generated[i]:
+                self.start_step[i] = self.steps
             self.generated[i].append(token)
             limit = len(self.generated[i]) == self.requests[i].max_new_tokens
             if token == self.eos or limit:

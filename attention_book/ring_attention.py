@@ -36,7 +36,6 @@ import torch.distributed as dist
 from torch import Tensor
 
 from attention_book.flash.reference import tiled_attention_backward, tiled_attention_forward
-from attention_book.memory import measure_tensor_memory
 
 __all__ = [
     "LAYOUTS",
@@ -47,7 +46,6 @@ __all__ = [
     "ring_attention",
     "ring_attention_backward",
     "ring_attention_forward",
-    "ring_attention_worker",
     "ring_bytes_formula",
     "sequence_chunks",
     "split_sequence",
@@ -475,57 +473,6 @@ def ring_attention(
 
 
 # --8<-- [end:RingAttention]
-
-
-# --8<-- [start:worker]
-def ring_attention_worker(
-    q: Tensor, k: Tensor, v: Tensor, grad_out: Tensor, layout: str, causal: bool
-) -> dict:
-    """What each process of the chapter's runs does: its share of a forward and backward pass.
-
-    The worker takes the whole sequence (every process gets the same tensors), keeps its part,
-    runs ring attention and its backward pass, and measures both.
-
-    Args:
-        q: Queries of the whole sequence.
-        k: Keys.
-        v: Values.
-        grad_out: Gradient of the loss with respect to the whole output.
-        layout: ``"contiguous"`` or ``"zigzag"``.
-        causal: Causal attention.
-
-    Returns:
-        "out", "grad_q", "grad_k", "grad_v" (this rank's parts), "bytes_forward" and
-        "bytes_backward" (what it sent), "peak_forward" and "peak_backward" (the most bytes
-        of tensors it allocated at once, `measure_tensor_memory`) and "steps" (compute and
-        wait seconds of each forward step).
-
-    Shapes:
-        - q, k, v, grad_out: ``(batch, num_heads, seq_len, head_dim)``
-    """
-    rank, world_size = RingComm().rank, RingComm().world_size
-    q, k, v, grad_out = (split_sequence(t, world_size, layout)[rank] for t in (q, k, v, grad_out))
-    q, k, v = (t.detach().requires_grad_() for t in (q, k, v))
-    comm = RingComm()
-    out, peak_forward, _ = measure_tensor_memory(
-        ring_attention, q, k, v, layout=layout, causal=causal, comm=comm
-    )
-    bytes_forward = comm.bytes_sent
-    _, peak_backward, _ = measure_tensor_memory(out.backward, grad_out)
-    return {
-        "out": out.detach(),
-        "grad_q": q.grad,
-        "grad_k": k.grad,
-        "grad_v": v.grad,
-        "bytes_forward": bytes_forward,
-        "bytes_backward": comm.bytes_sent - bytes_forward,
-        "peak_forward": peak_forward,
-        "peak_backward": peak_backward,
-        "steps": comm.steps,
-    }
-
-
-# --8<-- [end:worker]
 
 
 def ring_bytes_formula(block_bytes: int, world_size: int) -> dict[str, int]:

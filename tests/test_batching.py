@@ -119,3 +119,13 @@ def test_parallel_samples_share_the_prompt_and_draw_the_same_tokens():
     # once, and 3 of its own for each sample (the half block copied on its first write).
     assert copied["peak_blocks"] == 4 * 5
     assert shared["peak_blocks"] == 2 + 4 * 3
+
+
+def test_each_request_runs_from_its_start_step_to_its_finish_step():
+    model, requests = small_gpt(), workload()
+    for policy in ("static", "continuous"):
+        result = serve(model, requests, policy, max_batch=3, block_size=4, eos=EOS)
+        for start, finish, tokens in zip(
+            result["start_step"], result["finish_step"], result["tokens"], strict=True
+        ):
+            assert finish - start + 1 == len(tokens)  # a token per step, the first with the prompt

@@ -160,3 +160,16 @@ def test_a_rank_killed_mid_ring_is_reported_without_waiting_for_timeouts():
     with pytest.raises(WorkerError, match="worker 1 of 4 was killed by SIGKILL"):
         run_workers(ring_with_a_dying_rank, 4, q, k, v, timeout=60)
     assert time.monotonic() - start < 15
+
+
+def test_forward_memory_is_the_formula_of_the_chapter():
+    # One process, no group: the accumulator and its log-sum-exp, one merge at its peak (the
+    # tile's output and log-sum-exp, two weighted terms and their sum, the merged log-sum-exp
+    # and its safe copy): 5 blocks and 4 log-sum-exps. Received blocks come on top with P > 1.
+    # (The merge is the peak when a block holds more than a tile's 128 x 128 scores.)
+    from attention_book.memory import measure_tensor_memory
+
+    q, k, v = (torch.randn(1, 2, 1024, 64) for _ in range(3))
+    _, peak, _ = measure_tensor_memory(ring_attention_forward, q, k, v)
+    block, lse = q.nbytes, q.nbytes // q.shape[-1]
+    assert peak == 5 * block + 4 * lse
