@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import datetime
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import torch
@@ -235,7 +236,7 @@ class RingComm:
         """Number of ranks (1 without a process group)."""
         return dist.get_world_size() if dist.is_initialized() else 1
 
-    def shift(self, tensors: list[Tensor]):
+    def shift(self, tensors: list[Tensor]) -> Callable[[], list[Tensor]]:
         """Start sending `tensors` to the next rank and receiving theirs from the previous one.
 
         Args:

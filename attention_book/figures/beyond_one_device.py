@@ -6,6 +6,8 @@ Drawing only: the runs and measurements they show live in
 
 from __future__ import annotations
 
+import statistics
+
 import matplotlib.pyplot as plt
 from matplotlib.figure import Figure
 
@@ -80,7 +82,7 @@ def beyond_ring_costs_table() -> str:
         ])  # fmt: skip
     batch, heads, seq_len, head_dim = RING_COSTS_SHAPE
     header = [
-        "P", "queries per process", "block b (MiB)", "sent, forward: measured / formula",
+        "P", "queries per process", "β (MiB)", "sent, forward: measured / formula",
         "sent, backward: measured / formula", "peak memory, forward: measured / formula",
         "peak memory, backward",
     ]  # fmt: skip
@@ -244,7 +246,7 @@ def beyond_batching_timeline() -> Figure:
         busy.set_title(f"Useful places in a batch of {BATCHING_MAX_BATCH}", fontsize=10)
         busy.set_ylim(0, BATCHING_MAX_BATCH + 1)
         busy.legend(fontsize=8, loc="lower left")
-        done.set_xlabel("seconds since all requests arrived")
+        done.set_xlabel("CPU seconds of the server since all requests arrived")
         done.set_ylabel("requests done")
         done.set_title("Requests done over time (this build)", fontsize=10)
         done.legend(fontsize=8)
@@ -260,7 +262,9 @@ def beyond_batching_facts() -> dict[str, str]:
         "mean_latency" (seconds); the ratios "steps_ratio", "throughput_ratio",
         "latency_ratio" (static over continuous, continuous's throughput over static's);
         "same" ("the same" if every request got the tokens it gets alone), "tokens",
-        "requests", "max_batch", "block_size" and "max_new".
+        "requests", "stopped" (requests that ended at the stop token, before their limit),
+        "median_tokens" (tokens generated per request), "max_batch", "block_size" and
+        "max_new".
     """
     result = beyond_batching()
     facts = {}
@@ -281,6 +285,8 @@ def beyond_batching_facts() -> dict[str, str]:
         "same": "the same" if result["same_as_alone"] else "not the same",
         "tokens": f"{result['tokens']:,}",
         "requests": str(len(static["tokens"])),
+        "stopped": str(sum(t[-1] == result["eos"] for t in continuous["tokens"])),
+        "median_tokens": str(int(statistics.median(map(len, continuous["tokens"])))),
         "max_batch": str(BATCHING_MAX_BATCH),
         "block_size": str(BATCHING_BLOCK_SIZE),
         "max_new": str(WORKLOAD_MAX_NEW),
