@@ -35,6 +35,7 @@ from attention_book.experiments.optimizations import (
 )
 from attention_book.flash.reference import naive_attention
 from attention_book.kv_cache import KVCache
+from attention_book.masking import causal_mask
 from attention_book.memory import measure_tensor_memory
 from attention_book.paged_cache import PagedKVCache
 from attention_book.ring_attention import (
@@ -247,18 +248,15 @@ def beyond_causal_pairs(layout: str, world_size: int, seq_len: int) -> list[list
     """
     num_chunks = world_size * len(sequence_chunks(layout, 0, world_size))
     size = seq_len // num_chunks
+    visible = causal_mask(seq_len, seq_len)  # (seq_len, seq_len), True = may attend
 
     def positions(rank: int) -> torch.Tensor:
-        return torch.cat(
-            [
-                torch.arange(c * size, (c + 1) * size)
-                for c in sequence_chunks(layout, rank, world_size)
-            ]
-        )
+        chunks = sequence_chunks(layout, rank, world_size)
+        return torch.cat([torch.arange(c * size, (c + 1) * size) for c in chunks])
 
     return [
         [
-            int((positions((r - t) % world_size)[None, :] <= positions(r)[:, None]).sum())
+            int(visible[positions(r)][:, positions((r - t) % world_size)].sum())
             for t in range(world_size)
         ]
         for r in range(world_size)
