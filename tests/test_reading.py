@@ -134,7 +134,28 @@ def nav_sections() -> list[tuple[str, list[str]]]:
 
 
 def chapter_pages() -> list[str]:
-    return [p for _, pages in nav_sections() for p in pages if p.startswith("chapters/")]
+    """Every chapter page of the nav (cores and deep dives), in the nav's order.
+
+    `nav_sections` lists a nested section before the section that holds it, so a chapter with
+    deep dives, nested in a part, would come before the part's other chapters there: walk the
+    nav in order instead.
+    """
+    config = yaml.load((ROOT / "mkdocs.yml").read_text(encoding="utf-8"), Loader=_NavLoader)
+    pages = []
+
+    def walk(items):
+        for item in items:
+            if isinstance(item, str):
+                pages.append(item)
+                continue
+            ((_, value),) = item.items()
+            if isinstance(value, list):
+                walk(value)
+            else:
+                pages.append(value)
+
+    walk(config["nav"])
+    return [page for page in pages if page.startswith("chapters/")]
 
 
 def test_every_deep_dive_is_nested_under_its_chapter_and_linked_from_it():

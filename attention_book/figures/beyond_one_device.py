@@ -135,9 +135,10 @@ def beyond_ring_facts() -> dict[str, str]:
         over zig-zag, measured), "step_ms", "hop_ms", "hidden" (what a perfect overlap would
         save of a step), "memory_ratio" (peak forward memory at the largest P over P = 1),
         "largest_p", "formula_exact" ("equal" if every measured forward peak equals the
-        formula) and the shape of the runs.
+        formula), "largest_error" (of `beyond_ring_errors`) and the shape of the runs.
     """
     balance, overlap, costs = beyond_ring_balance(), beyond_ring_overlap(), beyond_ring_costs()
+    errors = beyond_ring_errors()
     facts = {}
     for layout in ("contiguous", "zigzag"):
         for key in ("pairs", "seconds"):
@@ -156,6 +157,7 @@ def beyond_ring_facts() -> dict[str, str]:
         "memory_ratio": f"{last['peak_forward'] / one['peak_forward']:.2f}",
         "largest_p": str(RING_WORLD_SIZES[-1]),
         "formula_exact": "equal" if exact else "not equal",
+        "largest_error": f"{max(max(r['forward'], r['backward']) for r in errors):.1e}",
         "seq_len": f"{seq_len:,}",
         "shape": f"batch {batch}, {heads} heads of {head_dim}",
     }
