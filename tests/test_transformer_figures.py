@@ -151,7 +151,7 @@ def test_the_model_without_attention_is_far_below_in_every_bucket_as_the_alt_tex
         bahdanau_bleu_by_bucket,
         bahdanau_test_references,
     )
-    from attention_book.figures.transformer import _greedy_translations
+    from attention_book.figures.transformer import greedy_test_translations
 
     assert "The model without attention is far below the two others in every bucket" in (
         chapter_text(CORE)
@@ -159,7 +159,7 @@ def test_the_model_without_attention_is_far_below_in_every_bucket_as_the_alt_tex
     references, lengths = bahdanau_test_references()
     scores = {
         name: bahdanau_bleu_by_bucket(hypotheses, references, lengths)[0]
-        for name, hypotheses in _greedy_translations().items()
+        for name, hypotheses in greedy_test_translations().items()
     }
     assert plain_far_below(scores), scores
 

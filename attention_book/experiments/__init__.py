@@ -22,6 +22,9 @@ experiment (configuration, data, models, training, evaluation):
 - `attention_book.experiments.optimizations`: a character-level GPT on the corpus's French
   side and its variants (grouped and multi-query attention, sinusoidal positions, linear
   attention), generation with and without the cache, attention timings, receptive fields.
+- `attention_book.experiments.beyond_one_device`: ring attention on several processes
+  (equality, bytes, memory, causal balance), the paged cache's memory on a workload, and static
+  against continuous batching of the trained GPT.
 
 A training run is cached with `attention_book.training.cached` under
 `attention_book.training.experiment_key`, which covers the package's source, the corpus

@@ -45,6 +45,7 @@ __all__ = [
     "bleu_by_length_figure",
     "copy_counts",
     "digit_tokens",
+    "greedy_test_translations",
     "longest",
     "transformer_alignment_comparison",
     "transformer_architecture",
@@ -150,8 +151,13 @@ MODELS = {  # name: (label, line style, color)
 }
 
 
-def _greedy_translations() -> dict[str, list[str]]:
-    """The greedy test translations of the three models (the Transformer chosen on BLEU)."""
+def greedy_test_translations() -> dict[str, list[str]]:
+    """The greedy test translations of the three models (the Transformer chosen on BLEU).
+
+    Returns:
+        ``{"transformer": [...], "attention": [...], "plain": [...]}``: one translation per
+        test sentence, from the stored runs.
+    """
     bahdanau, result = bahdanau_experiment()["greedy"], transformer_experiment()
     chosen = result["runs"][transformer_chosen_smoothing(result)]["greedy"]
     return {"transformer": chosen, "attention": bahdanau["attention"], "plain": bahdanau["plain"]}
@@ -215,7 +221,7 @@ def transformer_summary() -> str:
     run = result["runs"][transformer_chosen_smoothing(result)]
     batch_seconds = transformer_timings()["train_batch_seconds"]
     references, _ = bahdanau_test_references()
-    translations, rows = _greedy_translations(), []
+    translations, rows = greedy_test_translations(), []
     for name in ("plain", "attention", "transformer"):
         ours = name == "transformer"
         parameters = run["num_parameters"] if ours else bahdanau["num_parameters"][name]
@@ -310,13 +316,13 @@ def transformer_copy_facts() -> dict[str, str]:
     """How often each model's test translation carries exactly the numbers of the reference."""
     references, _ = bahdanau_test_references()
     return {name: f"{count:,}" for name, count in
-            copy_counts(_greedy_translations(), references).items()}  # fmt: skip
+            copy_counts(greedy_test_translations(), references).items()}  # fmt: skip
 
 
 def transformer_bleu_by_length() -> Figure:
     """Test BLEU by source length of the Transformer and of the Bahdanau chapter's models."""
     references, lengths = bahdanau_test_references()
-    return bleu_by_length_figure(_greedy_translations(), references, lengths, "test")
+    return bleu_by_length_figure(greedy_test_translations(), references, lengths, "test")
 
 
 def longest(lengths: list[int], count: int) -> list[int]:
@@ -339,7 +345,7 @@ NUM_SAMPLES = 1
 
 def transformer_samples_table() -> str:
     """The `NUM_SAMPLES` longest test sentences and the two attention models' translations."""
-    pairs, translations = bahdanau_data().test_pairs, _greedy_translations()
+    pairs, translations = bahdanau_data().test_pairs, greedy_test_translations()
     references, lengths = bahdanau_test_references()
     rows = []
     for i in longest(lengths, NUM_SAMPLES):
@@ -541,7 +547,7 @@ def transformer_ceiling(bleu: dict[str, float], exact: dict[str, int], num_sente
 def transformer_findings() -> str:
     """Markdown bullets: what the comparison on the standard split shows, from its numbers."""
     references, lengths = bahdanau_test_references()
-    translations = _greedy_translations()
+    translations = greedy_test_translations()
     overall = {name: token_bleu(h, references) for name, h in translations.items()}
     ours, theirs = (bahdanau_bleu_by_bucket(translations[n], references, lengths)[0]
                     for n in ("transformer", "attention"))  # fmt: skip
