@@ -131,8 +131,9 @@ def on_page_markdown(markdown: str, page, config, files: Files) -> str:
     markdown = light_and_dark_figures(markdown, state, page.url)
     if page.file.src_uri.startswith(CHAPTERS):
         name = Path(notebook_uri(page.file)).name
+        what = "page" if page.meta.get("deep_dive") else "chapter"
         link = (
-            "[:material-download: Download this chapter as a notebook]"
+            f"[:material-download: Download this {what} as a notebook]"
             f'(../{notebook_uri(page.file)}){{ .md-button download="{name}" }}'
         )
         lines = markdown.split("\n")
