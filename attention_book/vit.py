@@ -8,13 +8,11 @@ after a LayerNorm, goes through a linear head to give the class logits.
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
-
 import torch
 from torch import Tensor, nn
 from torch.nn import functional as F
 
+from attention_book.moved import moved_names
 from attention_book.multihead import MultiHeadAttention
 from attention_book.positional import LearnedPositionalEmbedding
 
@@ -461,11 +459,7 @@ def mean_attention_distance(
 # --8<-- [end:mean_attention_distance]
 
 
-# Swin's windows have their own module; their names still import from here (PEP 562).
-_MOVED = ("window_merge", "window_partition")
-
-
-def __getattr__(name: str) -> Any:
-    if name in _MOVED:
-        return getattr(importlib.import_module("attention_book.windows"), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+# Swin's windows have their own module; their names still import from here.
+__getattr__ = moved_names(
+    __name__, {"attention_book.windows": ("window_merge", "window_partition")}
+)

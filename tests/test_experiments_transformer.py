@@ -69,12 +69,16 @@ def test_the_cache_key_declares_the_configuration_the_version_and_what_it_reuses
 
 def test_the_studies_keys_hold_the_versions_of_the_code_they_run():
     from attention_book.experiments import transformer_studies as studies
+    from attention_book.experiments import transformer_timings as timings
 
-    for config in (studies.NORM_CONFIG, studies.TIMING_CONFIG, studies.LENGTH_SPLIT_CONFIG):
-        key = studies.transformer_studies_key(config)
+    keys = [(studies.transformer_studies_key(c), studies.VERSION) for c in (
+        studies.NORM_CONFIG, studies.NORM_WARMUP_CONFIG, studies.LENGTH_SPLIT_CONFIG
+    )]  # fmt: skip
+    keys.append((timings.transformer_timings_key(timings.TIMING_CONFIG), timings.VERSION))
+    for key, version in keys:
         assert key["inputs"]["transformer_version"] == transformer.VERSION
         assert key["inputs"]["bahdanau_version"] == bahdanau.VERSION
-        assert key["version"] == studies.VERSION
+        assert key["version"] == version
 
 
 def test_the_moved_names_still_import_from_the_transformer_module():
@@ -82,5 +86,13 @@ def test_the_moved_names_still_import_from_the_transformer_module():
     from attention_book.experiments.transformer import length_split as moved
 
     assert moved is studies.length_split
+    from attention_book.experiments import transformer_timings as timings
+    from attention_book.experiments.transformer import transformer_timings as moved_twice
+    from attention_book.experiments.transformer_studies import TimingConfig
+
+    assert moved_twice is timings.transformer_timings  # moved twice: both old paths work
+    assert TimingConfig is timings.TimingConfig
+    with pytest.raises(AttributeError, match="no attribute 'nothing'"):
+        studies.nothing  # noqa: B018
     with pytest.raises(AttributeError, match="no attribute 'nothing'"):
         transformer.nothing  # noqa: B018

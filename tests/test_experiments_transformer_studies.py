@@ -5,11 +5,8 @@ from attention_book.data.text import tokenize
 from attention_book.decoding import greedy_decode
 from attention_book.experiments.bahdanau import bahdanau_data
 from attention_book.experiments.transformer import transformer_make_model
-from attention_book.experiments.transformer_studies import (
-    LENGTH_SPLIT_CONFIG,
-    length_split,
-    transformer_decode_steps,
-)
+from attention_book.experiments.transformer_studies import LENGTH_SPLIT_CONFIG, length_split
+from attention_book.experiments.transformer_timings import transformer_decode_steps
 
 
 @pytest.fixture(scope="module")

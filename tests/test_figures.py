@@ -17,7 +17,7 @@ def test_unknown_figure_names_the_module_to_edit():
 @pytest.mark.parametrize(
     "name",
     [
-        "_bucket_label",  # a drawing helper of figures.bahdanau
+        "bucket_label",  # a drawing helper of figures.bahdanau
         "bahdanau_experiment",  # an experiment (returns a dict), imported by figures.bahdanau
         "bahdanau_trained_models",
         "flash_attention_intensity",  # a measurement, imported by figures.flash
@@ -153,7 +153,7 @@ def test_gpu_section_without_results_is_one_line_not_a_note(tmp_path):
 
 def test_build_sentences_match_the_experiments_they_word():
     from attention_book.experiments.scoring import NUM_KEYS, NUM_TRIALS
-    from attention_book.figures.flash import flash_roofline_verdict
+    from attention_book.figures.flash_gpu import flash_roofline_verdict
     from attention_book.figures.scoring import scoring_sample_sizes
 
     assert f"{NUM_TRIALS:,} queries" in scoring_sample_sizes()
@@ -239,7 +239,9 @@ def _curves(past_alibi: float, past_others: float, context: int = 8) -> dict[str
 
 
 def test_the_extrapolation_verdict_follows_the_numbers():
-    from attention_book.figures.optimizations import optimizations_extrapolation_verdict as verdict
+    from attention_book.figures.optimizations_positions import (
+        optimizations_extrapolation_verdict as verdict,
+    )
 
     carried = verdict(_curves(past_alibi=1.0, past_others=3.0), 8)
     assert "moved by +0.00" in carried and "rose by 2.00 to 2.00" in carried
@@ -457,3 +459,27 @@ def test_the_short_source_verdict_says_how_far_behind_the_plain_model_is():
         "there (4.6 behind)."
     )
     assert "weak" not in verdict(99.0, 98.0)
+
+
+MOVED_FIGURES = [
+    ("bahdanau", "introduction_evidence_verdicts", "introduction"),
+    ("bahdanau", "introduction_bottleneck_diagram", "introduction"),
+    ("transformer", "transformer_attention_explorer", "transformer_inside"),
+    ("transformer", "transformer_cross_attention", "transformer_inside"),
+    ("optimizations", "optimizations_extrapolation_verdict", "optimizations_positions"),
+    ("optimizations", "EXTRAPOLATION_VARIANTS", "optimizations_positions"),
+    ("optimizations", "optimizations_receptive_field", "optimizations_windows"),
+    ("optimizations", "optimizations_linear_crossover", "optimizations_linear"),
+    ("flash", "flash_gpu_results", "flash_gpu"),
+    ("flash", "flash_roofline_verdict", "flash_gpu"),
+]
+
+
+@pytest.mark.parametrize(("old", "name", "new"), MOVED_FIGURES)
+def test_a_moved_figure_still_imports_from_its_old_module(old, name, new):
+    before = importlib.import_module(f"attention_book.figures.{old}")
+    after = importlib.import_module(f"attention_book.figures.{new}")
+    assert getattr(before, name) is getattr(after, name)
+    assert name not in before.__all__  # listed once, where it is defined
+    with pytest.raises(AttributeError, match="has no attribute 'nope'"):
+        before.nope  # noqa: B018 (the attribute access is what is tested)

@@ -523,7 +523,7 @@ def test_naive_intensity_is_far_below_every_ridge_point_of_the_table():
 def test_gpu_results_note_without_a_file_and_figure_with_one(tmp_path):
     import json
 
-    from attention_book.figures.flash import flash_gpu_results
+    from attention_book.figures.flash_gpu import flash_gpu_results
 
     missing = flash_gpu_results(tmp_path / "absent")
     assert "No GPU run yet" in missing and "benchmarks/flash_gpu.py" in missing

@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from attention_book.experiments.bahdanau import LENGTH_BUCKETS
-from attention_book.figures.bahdanau import introduction_evidence_verdicts
+from attention_book.figures.introduction import introduction_evidence_verdicts
 
 PAGE = Path(__file__).resolve().parents[1] / "docs" / "chapters" / "introduction.md"
 BUCKETS = len(LENGTH_BUCKETS)

@@ -1,7 +1,8 @@
 """The book's experiments: what the chapters train and measure, apart from how it is drawn.
 
-One module per chapter that runs an experiment, each read top to bottom in the order of the
-experiment (configuration, data, models, training, evaluation):
+One module per chapter that runs an experiment, and a second where a chapter measures more than
+its main run, each read top to bottom in the order of the experiment (configuration, data,
+models, training, evaluation):
 
 - `attention_book.experiments.nadaraya_watson`: the estimators of the attention-pooling
   chapter on one data set, with bandwidths chosen by leave-one-out and their test errors.
@@ -13,24 +14,31 @@ experiment (configuration, data, models, training, evaluation):
 - `attention_book.experiments.self_attention`: convolution, GRU and self-attention timed
   against sequence length, and how far back each one's gradient reaches.
 - `attention_book.experiments.transformer`: the Transformer on the Bahdanau chapter's data and
-  split (label smoothing, warmup), a length-generalization split for both attention models,
-  post-norm against pre-norm, and decoding with and without the key/value cache.
+  split (label smoothing, warmup), against the Bahdanau model.
+- `attention_book.experiments.transformer_studies`: beyond that split: a length-generalization
+  split for both attention models, post-norm against pre-norm (with and without warm-up), and
+  decoding with and without the key/value cache.
 - `attention_book.experiments.vit`: a small ViT against a small ResNet on scikit-learn's
   digits, at several training-set sizes and seeds; attention maps and distances.
 - `attention_book.experiments.flash`: peak memory of naive and tiled attention, the roofline
   model, and the GPUs' public specifications.
 - `attention_book.experiments.optimizations`: a character-level GPT on the corpus's French
   side and its variants (grouped and multi-query attention, sinusoidal positions, linear
-  attention), generation with and without the cache, attention timings, receptive fields.
+  attention).
+- `attention_book.experiments.optimizations_measurements`: what those optimizations cost,
+  without training: generation with and without the cache, attention timings, receptive
+  fields, the cache sizes of published models.
 - `attention_book.experiments.beyond_one_device`: ring attention on several processes
   (equality, bytes, memory, causal balance), the paged cache's memory on a workload, and static
   against continuous batching of the trained GPT.
 
-A training run is cached with `attention_book.training.cached` under
-`attention_book.training.experiment_key`, which covers the package's source, the corpus
-version and the library versions, so an edit of any code it runs trains again. The figures of
-`attention_book.figures` import these functions and draw their results. The modules are not
-imported here: import the one you need.
+A module whose runs are stored declares them in a tuple ``RUNS`` (`attention_book.store.Run`):
+each is keyed by what it declares, its frozen configuration, its module's ``VERSION``, the
+inputs it reads and the library versions, never by the source (`attention_book.store`).
+`attention_book.experiments.probes` replays a small probe of every run to show that code at
+an unchanged ``VERSION`` still computes the same, and referees the headline numbers of the
+full results. The figures of `attention_book.figures` import these functions and draw their
+results. The modules are not imported here: import the one you need.
 
 Two functions read, from the modules' source, which code trains: `cached_runs` (the cached runs
 each experiment function may start) and `runs_started_by` (those a piece of code, such as a

@@ -21,7 +21,6 @@ from here.
 from __future__ import annotations
 
 import functools
-import importlib
 import statistics
 import time
 from dataclasses import dataclass, replace
@@ -33,6 +32,7 @@ from torch.utils.data import DataLoader, TensorDataset
 
 from attention_book.data.corpus import builtin_pairs, corpus_digest
 from attention_book.gpt import GPT
+from attention_book.moved import moved_names
 from attention_book.store import Run, cached, declared_key
 from attention_book.timing import torch_threads
 from attention_book.training.loop import fit, set_seed
@@ -371,22 +371,11 @@ def _declared(variant: str, seed: int) -> Run:
 RUNS = (*(_declared(variant, 0) for variant in VARIANTS), _declared("baseline", 1))
 
 
-# The measurements moved to their own module; their names still import from here (PEP 562),
-# without an import cycle: that module imports this one.
-_MEASUREMENTS = "attention_book.experiments.optimizations_measurements"
-_MOVED = (
-    "LINEAR_HEAD_DIM",
-    "LINEAR_SEQ_LENS",
-    "PUBLISHED_MODELS",
-    "generation_timings",
-    "kv_cache_bytes",
-    "linear_attention_measurements",
-    "receptive_fields",
-    "rope_offset_errors",
-)
-
-
-def __getattr__(name: str) -> Any:
-    if name in _MOVED:
-        return getattr(importlib.import_module(_MEASUREMENTS), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+# The measurements moved to their own module; their names still import from here.
+__getattr__ = moved_names(__name__, {
+    "attention_book.experiments.optimizations_measurements": (
+        "LINEAR_HEAD_DIM", "LINEAR_SEQ_LENS", "PUBLISHED_MODELS", "generation_timings",
+        "kv_cache_bytes", "linear_attention_measurements", "receptive_fields",
+        "rope_offset_errors",
+    ),
+})  # fmt: skip

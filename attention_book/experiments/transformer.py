@@ -9,13 +9,13 @@ is stored under the key it declares (its frozen configuration, this module's `VE
 corpus, the Bahdanau experiment's version, the library versions), so the build trains once and
 a refactor trains nothing; `RUNS` declares it for the probe test and the referee. The
 experiments beyond the standard split (length generalization, post-norm against pre-norm,
-decoding with and without the cache) are in `attention_book.experiments.transformer_studies`;
-their names can still be imported from here.
+decoding with and without the cache) are in `attention_book.experiments.transformer_studies`
+and `attention_book.experiments.transformer_timings`; their names can still be imported from
+here.
 """
 
 from __future__ import annotations
 
-import importlib
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -36,6 +36,7 @@ from attention_book.experiments.bahdanau import (
     token_bleu,
 )
 from attention_book.losses import label_smoothed_cross_entropy
+from attention_book.moved import moved_names
 from attention_book.seq2seq import EncoderDecoder
 from attention_book.store import Run, cached, declared_key
 from attention_book.timing import torch_threads
@@ -54,6 +55,7 @@ __all__ = [
     "set_need_weights",
     "transformer_cache_key",
     "transformer_chosen_smoothing",
+    "transformer_code_inputs",
     "transformer_experiment",
     "transformer_headline",
     "transformer_make_model",
@@ -310,6 +312,23 @@ def transformer_cache_key(config: TransformerConfig = TRANSFORMER_CONFIG) -> dic
     return declared_key(config, VERSION, corpus=corpus_digest(), bahdanau_version=bahdanau.VERSION)
 
 
+def transformer_code_inputs() -> dict[str, Any]:
+    """What a run that runs this experiment's code (and the Bahdanau chapter's) reads besides it.
+
+    The corpus, and the versions of both experiments: for the keys of the runs beyond the
+    standard split (`attention_book.experiments.transformer_studies`,
+    `attention_book.experiments.transformer_timings`), which train or time these models.
+
+    Returns:
+        ``{"corpus": ..., "transformer_version": ..., "bahdanau_version": ...}``.
+    """
+    return {
+        "corpus": corpus_digest(),
+        "transformer_version": VERSION,
+        "bahdanau_version": bahdanau.VERSION,
+    }
+
+
 def transformer_experiment() -> dict[str, Any]:
     """Train (or load) the Transformer on the standard split, without and with smoothing.
 
@@ -390,19 +409,16 @@ RUNS = (
 )
 
 
-# The experiments beyond the standard split moved to their own module; their names still import
-# from here (PEP 562), without an import cycle: that module imports this one.
-_STUDIES = "attention_book.experiments.transformer_studies"
-_MOVED = (
-    "LENGTH_SPLIT_CONFIG", "LENGTH_SPLIT_PROBE", "NORM_CONFIG", "NORM_PROBE", "TIMING_CONFIG",
-    "TIMING_PROBE", "LengthSplitConfig", "NormConfig", "TimingConfig", "length_split",
-    "transformer_decode_steps", "transformer_length_experiment", "transformer_length_run",
-    "transformer_norm_experiment", "transformer_norm_run", "transformer_timing_run",
-    "transformer_timings",
-)  # fmt: skip
-
-
-def __getattr__(name: str) -> Any:
-    if name in _MOVED:
-        return getattr(importlib.import_module(_STUDIES), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+# The experiments beyond the standard split moved to their own modules; their names still
+# import from here.
+__getattr__ = moved_names(__name__, {
+    "attention_book.experiments.transformer_studies": (
+        "LENGTH_SPLIT_CONFIG", "LENGTH_SPLIT_PROBE", "NORM_CONFIG", "NORM_PROBE",
+        "LengthSplitConfig", "NormConfig", "length_split", "transformer_length_experiment",
+        "transformer_length_run", "transformer_norm_experiment", "transformer_norm_run",
+    ),
+    "attention_book.experiments.transformer_timings": (
+        "TIMING_CONFIG", "TIMING_PROBE", "TimingConfig", "transformer_decode_steps",
+        "transformer_timing_run", "transformer_timings",
+    ),
+})  # fmt: skip

@@ -4,27 +4,24 @@ Runs on the Bahdanau chapter's data, each against what the chapter's main run
 (`attention_book.experiments.transformer`) established: a length-generalization split (both
 attention models trained on short sources, tested on every length); post-norm against pre-norm
 at the paper's depth without warm-up, and the same post-norm stack with the main run's
-warm-up; timings (decoding with and without the key/value cache, and a training batch of each
-model). Each is stored under the key it declares (its frozen configuration, this module's
+warm-up. Each is stored under the key it declares (its frozen configuration, this module's
 `VERSION` and those of the two experiments whose code it runs, the corpus, the library
-versions); `RUNS` declares them for the probe test and the referee.
+versions); `RUNS` declares them for the probe test and the referee. The timings (decoding with
+and without the key/value cache) are in `attention_book.experiments.transformer_timings`; their
+names can still be imported from here.
 """
 
 from __future__ import annotations
 
-import functools
 import time
 from dataclasses import dataclass, replace
 from typing import Any
 
 import torch
-from torch import Tensor
 from torch.utils.data import DataLoader, Subset
 
-from attention_book.data.corpus import corpus_digest
 from attention_book.data.text import tokenize
 from attention_book.data.translation import LengthBucketSampler, TranslationData
-from attention_book.experiments import bahdanau, transformer
 from attention_book.experiments.bahdanau import (
     BAHDANAU_CONFIG,
     BAHDANAU_PROBE,
@@ -38,19 +35,18 @@ from attention_book.experiments.transformer import (
     TRANSFORMER_CONFIG,
     TRANSFORMER_PROBE,
     TransformerConfig,
-    set_need_weights,
     transformer_cache_key,
     transformer_chosen_smoothing,
+    transformer_code_inputs,
     transformer_make_model,
     transformer_references,
     transformer_train,
-    transformer_trained_model,
     transformer_translate,
 )
 from attention_book.losses import translation_loss
-from attention_book.seq2seq import EncoderDecoder
+from attention_book.moved import moved_names
 from attention_book.store import Run, cached, declared_key, is_cached
-from attention_book.timing import best_seconds, torch_threads
+from attention_book.timing import torch_threads
 from attention_book.training.loop import fit, set_seed
 from attention_book.training.metrics import num_parameters
 
@@ -62,15 +58,11 @@ __all__ = [
     "NORM_WARMUP_CONFIG",
     "NORM_WARMUP_PROBE",
     "RUNS",
-    "TIMING_CONFIG",
-    "TIMING_PROBE",
     "VERSION",
     "LengthSplitConfig",
     "NormConfig",
     "NormWarmupConfig",
-    "TimingConfig",
     "length_split",
-    "transformer_decode_steps",
     "transformer_length_experiment",
     "transformer_length_headline",
     "transformer_length_run",
@@ -81,13 +73,11 @@ __all__ = [
     "transformer_norm_warmup_headline",
     "transformer_norm_warmup_run",
     "transformer_studies_key",
-    "transformer_timing_run",
-    "transformer_timings",
 ]
 
 # --8<-- [start:length_config]
 #: Bump when what this module's runs compute changes for the same configurations (the split,
-#: the norm comparison, the timings); not for a refactor, a docstring or a moved helper.
+#: the norm comparison); not for a refactor, a docstring or a moved helper.
 VERSION = 1
 
 
@@ -151,40 +141,12 @@ NORM_WARMUP_CONFIG = NormWarmupConfig(NORM_CONFIG)
 # --8<-- [end:norm_config]
 
 
-# --8<-- [start:timing_config]
-@dataclass(frozen=True)
-class TimingConfig:
-    """Timings: decoding against output length, with and without the cache; a training batch.
-
-    Attributes:
-        output_lengths: Tokens decoded.
-        repeats: Timed repeats of each measurement (the fastest is kept).
-        train_batches: Training batches timed per model.
-        transformer: The trained Transformer that decodes (the main run's).
-        bahdanau: The Bahdanau models timed beside it.
-    """
-
-    output_lengths: tuple[int, ...] = (8, 16, 32, 64, 128, 256)
-    repeats: int = 3
-    train_batches: int = 10
-    transformer: TransformerConfig = TRANSFORMER_CONFIG
-    bahdanau: BahdanauConfig = BAHDANAU_CONFIG
-
-
-#: The timings.
-TIMING_CONFIG = TimingConfig()
-# --8<-- [end:timing_config]
-
-#: The probes of the three runs beyond the main one: the same code at the probe's sizes.
+#: The probes of this module's runs: the same code at the probe's sizes.
 LENGTH_SPLIT_PROBE = LengthSplitConfig(
     label_smoothing=0.1, transformer=TRANSFORMER_PROBE, bahdanau=BAHDANAU_PROBE
 )
 NORM_PROBE = NormConfig(num_blks=2, num_steps=3, transformer=TRANSFORMER_PROBE)
 NORM_WARMUP_PROBE = NormWarmupConfig(NORM_PROBE)  # warm-up of 2 steps: the third is past it
-TIMING_PROBE = TimingConfig(
-    output_lengths=(2, 4), repeats=1, train_batches=1, transformer=TRANSFORMER_PROBE,
-    bahdanau=BAHDANAU_PROBE,
-)  # fmt: skip
 
 
 # ---------------------------------------------------------------------------------------------
@@ -287,13 +249,7 @@ def transformer_studies_key(config: Any) -> dict[str, Any]:
     Returns:
         A dict of JSON values, for `cached`.
     """
-    return declared_key(
-        config,
-        VERSION,
-        corpus=corpus_digest(),
-        transformer_version=transformer.VERSION,
-        bahdanau_version=bahdanau.VERSION,
-    )
+    return declared_key(config, VERSION, **transformer_code_inputs())
 
 
 def transformer_length_experiment() -> dict[str, Any]:
@@ -408,113 +364,6 @@ def transformer_norm_warmup_experiment() -> dict[str, Any]:
 
 
 # ---------------------------------------------------------------------------------------------
-# Timings: decoding with and without the key/value cache, and one training batch
-
-
-# --8<-- [start:decode_steps]
-@torch.no_grad()
-def transformer_decode_steps(
-    model: EncoderDecoder, src: Tensor, src_valid_lens: Tensor, bos_index: int, num_steps: int
-) -> Tensor:
-    """Greedy decoding for exactly ``num_steps`` tokens (it does not stop at ``<eos>``).
-
-    The decoder gets one new token per call; whether it keeps a key/value cache is its own
-    ``use_cache`` setting.
-
-    Args:
-        model: A Transformer encoder-decoder.
-        src: Source tokens.
-        src_valid_lens: Number of real tokens per source.
-        bos_index: The first decoder input.
-        num_steps: Number of tokens to generate.
-
-    Returns:
-        The generated tokens.
-
-    Shapes:
-        - src: ``(batch, num_src_steps)``
-        - returns: ``(batch, num_steps)``
-    """
-    state = model.decoder.init_state(model.encoder(src, src_valid_lens), src_valid_lens)
-    token = torch.full((src.shape[0], 1), bos_index, dtype=torch.long)
-    generated = []
-    for _ in range(num_steps):
-        logits, state = model.decoder(token, state)  # (batch, 1, vocab_size)
-        token = logits[:, -1:].argmax(dim=-1)  # (batch, 1)
-        generated.append(token)
-    return torch.cat(generated, dim=1)
-
-
-# --8<-- [end:decode_steps]
-
-
-def transformer_timing_run(config: TimingConfig = TIMING_CONFIG) -> dict[str, Any]:
-    """Time decoding with and without the cache, and a training batch of each model.
-
-    Everything runs on one thread, one measurement after the other. The full result
-    (`transformer_timings`) and the probe come from here.
-
-    Args:
-        config: What to time, and the trained Transformer that decodes.
-
-    Returns:
-        See `transformer_timings`.
-    """
-    model, data = transformer_trained_model(config.transformer)
-    set_need_weights(model, False)  # time the attention a deployed decoder would use
-    src, src_valid_len = data.encode_sources([data.test_pairs[0][0]])
-    src, bos = src[:, : int(src_valid_len)], data.tgt_vocab.bos
-    decode: dict[str, list[float]] = {"cache": [], "no cache": []}
-    tokens: dict[str, list[Tensor]] = {"cache": [], "no cache": []}
-    with torch_threads(1):
-        for num_steps in config.output_lengths:
-            for name in decode:
-                model.decoder.use_cache = name == "cache"
-                run = functools.partial(
-                    transformer_decode_steps, model, src, src_valid_len, bos, num_steps
-                )
-                decode[name].append(best_seconds(run, config.repeats))
-                tokens[name].append(run())
-        identical = all(map(torch.equal, tokens["cache"], tokens["no cache"]))
-        # One training batch of each model, one model after the other on the same batches:
-        # their ratio depends less on the machine's load than the trainings' own timings do.
-        sizes = len(data.src_vocab), len(data.tgt_vocab)
-        plain, attention = bahdanau_make_models(*sizes, config.bahdanau)
-        models = {
-            "plain": plain,
-            "attention": attention,
-            "transformer": transformer_make_model(*sizes, config.transformer),
-        }
-        batches = list(limited(data.train_loader, config.train_batches))
-        train = {}
-        for name, candidate in models.items():
-            optimizer = torch.optim.Adam(set_need_weights(candidate, False).parameters())
-
-            def steps(candidate=candidate, optimizer=optimizer) -> None:
-                for batch in batches:
-                    optimizer.zero_grad()
-                    translation_loss(candidate, batch)[0].backward()
-                    optimizer.step()
-
-            train[name] = best_seconds(steps, config.repeats) / len(batches)
-    return {"decode_seconds": decode, "identical": identical, "train_batch_seconds": train}
-
-
-def transformer_timings() -> dict[str, Any]:
-    """Time (or load) decoding with and without the cache, and a training batch per model.
-
-    Returns:
-        "decode_seconds": for "cache" and "no cache", the time to decode the first test
-        sentence to each of ``TIMING_CONFIG.output_lengths`` tokens (best of ``repeats``);
-        "identical": whether both generated the same tokens at every length;
-        "train_batch_seconds": seconds per training batch of "plain", "attention" (the two
-        models of the Bahdanau chapter) and "transformer", measured one after the other.
-    """
-    key = transformer_studies_key(TIMING_CONFIG)
-    return cached("transformer-timings", key, lambda: transformer_timing_run(TIMING_CONFIG))
-
-
-# ---------------------------------------------------------------------------------------------
 # The declaration of the runs: their headline numbers, for the referee
 
 
@@ -578,8 +427,7 @@ def transformer_norm_warmup_headline(result: dict[str, Any]) -> dict[str, float]
 #: by 0.5 and a loss by 0.005; on another, by 12 and 0.02: trained with unvectorized kernels,
 #: the Transformer's BLEU on sources longer than it was trained on ended 7.9 points higher
 #: (65.2 against 57.2), the post-norm loss 0.003 higher, the post-norm loss with warm-up 0.0001
-#: higher (3.0537 against 3.0536). The timings have no headline: they are measurements of this
-#: machine.
+#: higher (3.0537 against 3.0536).
 RUNS = (
     Run(
         "transformer-length",
@@ -611,11 +459,13 @@ RUNS = (
         tolerance=0.005,
         drift=0.02,
     ),
-    Run(
-        "transformer-timings",
-        VERSION,
-        probe=lambda: transformer_timing_run(TIMING_PROBE),
-        result=transformer_timings,
-        key=lambda: transformer_studies_key(TIMING_CONFIG),
-    ),
 )
+
+
+# The timings have their own module; their names still import from here.
+__getattr__ = moved_names(__name__, {
+    "attention_book.experiments.transformer_timings": (
+        "TIMING_CONFIG", "TIMING_PROBE", "TimingConfig", "transformer_decode_steps",
+        "transformer_timing_run", "transformer_timings",
+    ),
+})  # fmt: skip

@@ -1,7 +1,8 @@
-"""Figures and build-time tables of the Bahdanau chapter (also used by the Introduction).
+"""Figures and build-time tables of the Bahdanau chapter.
 
 Drawing only: the experiment they show (the two models, their training, the cached result
-and the BLEU measurements) lives in `attention_book.experiments.bahdanau`, imported here.
+and the BLEU measurements) lives in `attention_book.experiments.bahdanau`, imported here. The
+Introduction's figures of the same experiment are in `attention_book.figures.introduction`.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from attention_book.experiments.bahdanau import (
     bahdanau_translate,
     token_bleu,
 )
+from attention_book.moved import moved_names
 from attention_book.plotting import BOOK_STYLE, markdown_table, new_figure, show_heatmaps
 
 __all__ = [
@@ -42,15 +44,15 @@ __all__ = [
     "bahdanau_samples_table",
     "bahdanau_short_source_verdict",
     "bahdanau_summary",
-    "introduction_bottleneck_diagram",
-    "introduction_evidence_facts",
-    "introduction_evidence_verdicts",
-    "introduction_exact_match_by_length",
-    "introduction_exact_match_findings",
+    "bucket_label",
+    "diagram_arrow",
+    "diagram_axes",
+    "diagram_box",
+    "length_trend",
 ]
 
 
-def _bucket_label(low: int, high: int) -> str:
+def bucket_label(low: int, high: int) -> str:
     """How a length bucket reads on an axis: "10-14", or "40+" for the open last one."""
     return f"{low}-{high}" if high < 60 else f"{low}+"
 
@@ -70,7 +72,7 @@ def bahdanau_bleu_by_length() -> Figure:
             ax.plot(range(len(scores)), scores, style, label=label)
         ax.set_xticks(
             range(len(counts)),
-            [f"{_bucket_label(*b)}\n({c})" for b, c in zip(LENGTH_BUCKETS, counts, strict=True)],
+            [f"{bucket_label(*b)}\n({c})" for b, c in zip(LENGTH_BUCKETS, counts, strict=True)],
         )
         ax.set_xlabel("source length in tokens (number of test sentences)")
         ax.set_ylabel("test BLEU (greedy)")
@@ -196,7 +198,8 @@ def bahdanau_alignment() -> Figure:
     )
 
 
-def _box(ax, x, y, text, color, width=0.8, height=0.5):
+def diagram_box(ax, x, y, text, color, width=0.8, height=0.5):
+    """A rounded box of the encoder-decoder diagrams (this chapter's and the Introduction's)."""
     ax.add_patch(
         FancyBboxPatch(
             (x - width / 2, y - height / 2),
@@ -211,7 +214,8 @@ def _box(ax, x, y, text, color, width=0.8, height=0.5):
     ax.text(x, y, text, ha="center", va="center", fontsize=9)
 
 
-def _arrow(ax, start, end, color="black", width=1.0, style="-|>", rad=0.0):
+def diagram_arrow(ax, start, end, color="black", width=1.0, style="-|>", rad=0.0):
+    """An arrow of the encoder-decoder diagrams, straight or bent by `rad`."""
     ax.add_patch(
         FancyArrowPatch(
             start,
@@ -225,7 +229,8 @@ def _arrow(ax, start, end, color="black", width=1.0, style="-|>", rad=0.0):
     )
 
 
-def _diagram_axes(figsize: tuple[float, float], xlim, ylim):
+def diagram_axes(figsize: tuple[float, float], xlim, ylim):
+    """A figure with one frameless axes of equal scales, for a diagram."""
     fig = new_figure(figsize)
     with plt.rc_context(BOOK_STYLE):
         ax = fig.add_axes((0, 0, 1, 1))
@@ -238,18 +243,18 @@ def _diagram_axes(figsize: tuple[float, float], xlim, ylim):
 
 def bahdanau_diagram() -> Figure:
     """Diagram of one decoder step: s_{t'-1} queries every h_t; the context enters the GRU."""
-    fig, ax = _diagram_axes((7.6, 3.9), (-0.6, 10.2), (-0.8, 4.6))
+    fig, ax = diagram_axes((7.6, 3.9), (-0.6, 10.2), (-0.8, 4.6))
     words = ["we", "sold", "six", "books", "<eos>"]
     weights = [0.05, 0.1, 0.7, 0.1, 0.05]
     context = (5.6, 3.2)
     for t, (word, weight) in enumerate(zip(words, weights, strict=True)):
         x = 0.9 * t
         ax.text(x, 0.15, word, ha="center", va="center", fontsize=9)
-        _arrow(ax, (x, 0.35), (x, 0.72))
-        _box(ax, x, 1.0, f"$h_{t + 1}$", "#cfe2f3", width=0.7)
+        diagram_arrow(ax, (x, 0.35), (x, 0.72))
+        diagram_box(ax, x, 1.0, f"$h_{t + 1}$", "#cfe2f3", width=0.7)
         if t:
-            _arrow(ax, (x - 0.55, 1.0), (x - 0.35, 1.0))
-        _arrow(
+            diagram_arrow(ax, (x - 0.55, 1.0), (x - 0.35, 1.0))
+        diagram_arrow(
             ax,
             (x, 1.27),
             (context[0] - 0.4, context[1] - 0.27),
@@ -266,70 +271,22 @@ def bahdanau_diagram() -> Figure:
         fontsize=9,
         color="#c0392b",
     )
-    _box(ax, *context, r"$c_{t'} = \sum_t \alpha_{t'\,t}\, h_t$", "#f9e79f", width=1.9)
-    _box(ax, 8.4, 1.0, "$s_{t'-1}$", "#d5f5e3", width=0.9)
-    _arrow(ax, (8.0, 1.2), (6.3, 2.93))
+    diagram_box(ax, *context, r"$c_{t'} = \sum_t \alpha_{t'\,t}\, h_t$", "#f9e79f", width=1.9)
+    diagram_box(ax, 8.4, 1.0, "$s_{t'-1}$", "#d5f5e3", width=0.9)
+    diagram_arrow(ax, (8.0, 1.2), (6.3, 2.93))
     ax.text(6.75, 1.75, "query", fontsize=9)
-    _box(ax, 8.4, 3.2, "GRU", "#d5f5e3", width=0.9)
-    _arrow(ax, (context[0] + 0.97, context[1]), (7.93, 3.2))
-    _arrow(ax, (8.4, 1.27), (8.4, 2.93))
-    _arrow(ax, (8.4, 4.3), (8.4, 3.47))
+    diagram_box(ax, 8.4, 3.2, "GRU", "#d5f5e3", width=0.9)
+    diagram_arrow(ax, (context[0] + 0.97, context[1]), (7.93, 3.2))
+    diagram_arrow(ax, (8.4, 1.27), (8.4, 2.93))
+    diagram_arrow(ax, (8.4, 4.3), (8.4, 3.47))
     ax.text(8.5, 4.0, "$y_{t'-1}$", fontsize=9)
-    _arrow(ax, (8.87, 3.2), (9.5, 3.2))
+    diagram_arrow(ax, (8.87, 3.2), (9.5, 3.2))
     ax.text(9.55, 3.2, "$s_{t'}$", fontsize=9, va="center")
     ax.text(8.4, -0.65, "decoder", ha="center", fontsize=9)
     return fig
 
 
-def introduction_bottleneck_diagram() -> Figure:
-    """Diagram of an encoder-decoder whose decoder sees only one fixed-length vector."""
-    fig, ax = _diagram_axes((7.6, 2.3), (-0.6, 10.0), (-0.7, 2.4))
-    for t, word in enumerate(["we", "sold", "six", "books", "<eos>"]):
-        x = 0.9 * t
-        ax.text(x, 0.0, word, ha="center", va="center", fontsize=9)
-        _arrow(ax, (x, 0.2), (x, 0.65))
-        _box(ax, x, 0.95, f"$h_{t + 1}$", "#cfe2f3", width=0.7)
-        if t:
-            _arrow(ax, (x - 0.55, 0.95), (x - 0.35, 0.95))
-    _box(ax, 4.75, 0.95, "$c = h_5$", "#f9e79f", width=0.9)
-    _arrow(ax, (3.95, 0.95), (4.3, 0.95))
-    for t, word in enumerate(["nous", "avons", "vendu", "six", "livres"]):
-        x = 5.9 + 0.85 * t
-        _box(ax, x, 0.95, f"$s_{t + 1}$", "#d5f5e3", width=0.65)
-        _arrow(ax, (x, 1.25), (x, 1.7))
-        ax.text(x, 1.95, word, ha="center", va="center", fontsize=9)
-        if t:
-            _arrow(ax, (x - 0.52, 0.95), (x - 0.33, 0.95))
-        _arrow(ax, (4.75, 0.7), (x - 0.1, 0.7), color="#b7950b", width=0.8, rad=0.25)
-    _arrow(ax, (5.2, 0.95), (5.57, 0.95))
-    ax.text(1.8, -0.6, "encoder", ha="center", fontsize=9)
-    ax.text(7.6, -0.6, "decoder: every step sees the same $c$", ha="center", fontsize=9)
-    return fig
-
-
-def introduction_exact_match_by_length() -> Figure:
-    """Share of test sentences translated exactly right, against source length."""
-    result = bahdanau_experiment()
-    references, lengths = bahdanau_test_references()
-    fig = new_figure((6.0, 3.4))
-    with plt.rc_context(BOOK_STYLE):
-        ax = fig.add_subplot()
-        for name, label, style in (
-            ("attention", "with Bahdanau attention", "o-"),
-            ("plain", "without attention (fixed context)", "s--"),
-        ):
-            shares = bahdanau_exact_match_by_bucket(result["greedy"][name], references, lengths)
-            ax.plot(range(len(shares)), shares, style, label=label)
-        ax.set_xticks(range(len(LENGTH_BUCKETS)), [_bucket_label(*b) for b in LENGTH_BUCKETS])
-        ax.set_xlabel("source length in tokens")
-        ax.set_ylabel("test sentences exactly right (%)")
-        ax.set_ylim(0, 100)
-        ax.legend(loc="center left")
-        fig.tight_layout()
-    return fig
-
-
-def _trend(low: float, high: float, tolerance: float = 1.0) -> str:
+def length_trend(low: float, high: float, tolerance: float = 1.0) -> str:
     """How a measure moves from the first length bucket to the last: a verb for a sentence."""
     if high < low - tolerance:
         return "falls"
@@ -344,12 +301,12 @@ def bahdanau_findings() -> str:
         name: bahdanau_bleu_by_bucket(result["greedy"][name], references, lengths)[0]
         for name in ("plain", "attention")
     }
-    first, last = _bucket_label(*LENGTH_BUCKETS[0]), _bucket_label(*LENGTH_BUCKETS[-1])
+    first, last = bucket_label(*LENGTH_BUCKETS[0]), bucket_label(*LENGTH_BUCKETS[-1])
     lines = []
     for name, label in (("plain", "Without attention"), ("attention", "With attention")):
         low, high = scores[name][0], scores[name][-1]
         lines.append(
-            f"- {label}, test BLEU {_trend(low, high)} from {low:.1f} on sources of {first} "
+            f"- {label}, test BLEU {length_trend(low, high)} from {low:.1f} on sources of {first} "
             f"tokens to {high:.1f} on sources of {last} tokens."
         )
     gaps = [a - p for a, p in zip(scores["attention"], scores["plain"], strict=True)]
@@ -366,93 +323,6 @@ def bahdanau_findings() -> str:
         "model, because its decoder must run one step at a time."
     )
     return "\n".join(lines) + "\n"
-
-
-def introduction_exact_match_findings() -> str:
-    """Markdown bullets: the share of exactly right translations, shortest and longest sources."""
-    result = bahdanau_experiment()
-    references, lengths = bahdanau_test_references()
-    first, last = _bucket_label(*LENGTH_BUCKETS[0]), _bucket_label(*LENGTH_BUCKETS[-1])
-    lines = []
-    for name, label in (("plain", "without attention"), ("attention", "with attention")):
-        shares = bahdanau_exact_match_by_bucket(result["greedy"][name], references, lengths)
-        lines.append(
-            f"- Exactly right, {label}: {shares[0]:.1f}% of the test sentences of {first} "
-            f"tokens and {shares[-1]:.1f}% of those of {last} tokens (at most "
-            f"{max(shares):.1f}% in any bucket); the share {_trend(shares[0], shares[-1])} "
-            "with length."
-        )
-    return "\n".join(lines) + "\n"
-
-
-def introduction_evidence_verdicts(
-    bleu: dict[str, list[float]], exact: dict[str, list[float]], parameters: dict[str, int]
-) -> dict[str, str]:
-    """The Introduction's sentences on the experiment, worded from its numbers.
-
-    Args:
-        bleu: Per model (``"plain"``, ``"attention"``), test BLEU in each bucket of
-            `LENGTH_BUCKETS`.
-        exact: The same for the percentage of test sentences translated exactly right.
-        parameters: Per model, its number of parameters.
-
-    Returns:
-        ``"parameters_plain"``, ``"parameters_attention"`` (with thousands separators);
-        ``"plain_short"``: how the model without attention does on the shortest sources (weak
-        where it translates fewer than half of them exactly right); ``"verdict"``: what the
-        gap between the models shows, and, when the plain model's BLEU falls with length,
-        what the experiment cannot tell about that decline.
-    """
-    first = _bucket_label(*LENGTH_BUCKETS[0])
-    facts = {f"parameters_{name}": f"{parameters[name]:,}" for name in ("plain", "attention")}
-    short = (
-        f"on sources of {first} tokens it reaches a BLEU of {bleu['plain'][0]:.1f} and "
-        f"translates {exact['plain'][0]:.1f}% of them exactly right (the attention model: "
-        f"{bleu['attention'][0]:.1f} and {exact['attention'][0]:.1f}%)"
-    )
-    if exact["plain"][0] < 50:
-        facts["plain_short"] = (
-            "And the model without attention is already weak on the shortest sentences, where "
-            f"a fixed context should suffice: {short}."
-        )
-    else:
-        facts["plain_short"] = (
-            "On the shortest sentences, where a fixed context should suffice, the model "
-            f"without attention does well: {short}."
-        )
-    gaps = [a - p for a, p in zip(bleu["attention"], bleu["plain"], strict=True)]
-    ahead = sum(gap > 0 for gap in gaps)
-    if ahead == len(gaps):
-        size = "a great deal" if min(gaps) >= 10 else "somewhat"
-        verdict = (
-            f"So the experiment shows that attention helps {size} on this corpus: the attention "
-            f"model is ahead by {min(gaps):.1f} to {max(gaps):.1f} BLEU points at every length"
-        )
-    else:
-        verdict = (
-            f"So the experiment shows that attention helps on this corpus in {ahead} of the "
-            f"{len(gaps)} length buckets only"
-        )
-    if _trend(bleu["plain"][0], bleu["plain"][-1]) == "falls":
-        verdict += (
-            "; it does not by itself show that the fixed context is what makes the plain "
-            "model decline with length."
-        )
-    else:
-        verdict += "; the plain model does not decline with length here."
-    facts["verdict"] = verdict
-    return facts
-
-
-def introduction_evidence_facts() -> dict[str, str]:
-    """`introduction_evidence_verdicts` of the cached run: values and sentences for the prose."""
-    result = bahdanau_experiment()
-    references, lengths = bahdanau_test_references()
-    names = ("plain", "attention")
-    greedy = result["greedy"]
-    bleu = {n: bahdanau_bleu_by_bucket(greedy[n], references, lengths)[0] for n in names}
-    exact = {n: bahdanau_exact_match_by_bucket(greedy[n], references, lengths) for n in names}
-    return introduction_evidence_verdicts(bleu, exact, result["num_parameters"])
 
 
 def _digit_tokens(sentence: str) -> list[str]:
@@ -487,7 +357,7 @@ def bahdanau_baseline_caveat() -> str:
     """Markdown bullets: how weak the plain model is on short sources, and what copying buys."""
     result = bahdanau_experiment()
     references, lengths = bahdanau_test_references()
-    first = _bucket_label(*LENGTH_BUCKETS[0])
+    first = bucket_label(*LENGTH_BUCKETS[0])
     bleu = {
         name: bahdanau_bleu_by_bucket(result["greedy"][name], references, lengths)[0][0]
         for name in ("plain", "attention")
@@ -569,10 +439,6 @@ def bahdanau_exercise_length_penalty() -> str:
 
 #: The figures and build-time tables of this module, in the order of the chapters.
 FIGURES = (
-    introduction_bottleneck_diagram,
-    introduction_exact_match_by_length,
-    introduction_exact_match_findings,
-    introduction_evidence_facts,
     bahdanau_diagram,
     bahdanau_summary,
     bahdanau_bleu_by_length,
@@ -585,3 +451,13 @@ FIGURES = (
     bahdanau_exercise_long_bleu,
     bahdanau_exercise_length_penalty,
 )
+
+
+# The Introduction's figures have their own module; their names still import from here.
+__getattr__ = moved_names(__name__, {
+    "attention_book.figures.introduction": (
+        "introduction_bottleneck_diagram", "introduction_evidence_facts",
+        "introduction_evidence_verdicts", "introduction_exact_match_by_length",
+        "introduction_exact_match_findings",
+    ),
+})  # fmt: skip

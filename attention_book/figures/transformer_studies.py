@@ -19,12 +19,11 @@ from attention_book.experiments.transformer_studies import (
     LENGTH_SPLIT_CONFIG,
     NORM_CONFIG,
     NORM_WARMUP_CONFIG,
-    TIMING_CONFIG,
     transformer_length_experiment,
     transformer_norm_experiment,
     transformer_norm_warmup_experiment,
-    transformer_timings,
 )
+from attention_book.experiments.transformer_timings import TIMING_CONFIG, transformer_timings
 from attention_book.figures.transformer import bleu_by_length_figure, longest
 from attention_book.plotting import BOOK_STYLE, markdown_table, new_figure
 from attention_book.training.schedules import warmup_inverse_sqrt
