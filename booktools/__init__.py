@@ -11,14 +11,15 @@ the ``attention_book`` wheel. One concept per module:
 - `booktools.katex`: every formula rendered by KaTeX when the site is built;
 - `booktools.live`: the book's trained models run live in the page (``{{ live:NAME }}``), with
   `booktools.live_export` (their weights, vocabularies and PyTorch's reference, exported from
-  the result store) and `booktools.live_check` (the page's numbers against PyTorch's, in the
-  browser check);
+  the result store by `booktools.live_translator` and `booktools.live_gpt`) and
+  `booktools.live_check` (the page's numbers against PyTorch's, in the browser check);
 - `booktools.state`: what one build keeps between mkdocs events;
 - `booktools.hook`: the mkdocs events (``docs/hooks/book.py`` only imports them);
 - `booktools.snippets`: the pytest plugin that runs every code block of the pages;
 - `booktools.browser_check`: the site checked in headless Chromium
-  (``python -m booktools.browser_check site``), with `booktools.browser_scripts` (what it runs
-  in the page) and `booktools.browsing` (the local server and Chromium);
+  (``python -m booktools.browser_check site``), with `booktools.browser_page` (what it checks
+  on one page), `booktools.browser_scripts` (what it runs in the page) and `booktools.browsing`
+  (the local server and Chromium);
 - `booktools.attr_lists`: the built pages checked for attribute lists left as text;
 - `booktools.referee`: the trained results' headline numbers against the recorded ones;
 - `booktools.run_notebooks`: every chapter's notebook run from top to bottom

@@ -15,9 +15,10 @@ writes each one's static files into a folder named after the stored result it co
 - ``about.json``: the sizes (raw and gzip) and the float16 measurement, which the page cites.
 
 The folder's name is the result store's name for the trained result (``transformer-<hash>``,
-from the run's declared key) followed by a digest of this file: a rebuild with the same stored
-result and the same exporter finds the folder and exports nothing. Nothing is trained here
-that the result store does not train anyway: the models come from
+from the run's declared key) followed by a digest of the exporter (this file and the two that
+export each model, `booktools.live_translator` and `booktools.live_gpt`): a rebuild with the
+same stored result and the same exporter finds the folder and exports nothing. Nothing is
+trained here that the result store does not train anyway: the models come from
 `transformer_trained_model` and `optimizations_trained_model`, which load the stored result.
 """
 
@@ -31,7 +32,7 @@ import os
 import shutil
 import sys
 import tempfile
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -46,9 +47,16 @@ NAMES = ("translator", "gpt")
 GPT_REFERENCE_CHARACTERS = 48
 
 
+#: The exporter's files, whose digest names the folders it writes (`exporter_digest`).
+EXPORTER_FILES = ("live_export.py", "live_translator.py", "live_gpt.py")
+
+
 def exporter_digest() -> str:
-    """A digest of this file: another exporter writes other files, into another folder."""
-    return hashlib.sha256(Path(__file__).read_bytes()).hexdigest()[:8]
+    """A digest of the exporter's files: another exporter writes other files, elsewhere."""
+    digest = hashlib.sha256()
+    for name in EXPORTER_FILES:
+        digest.update((Path(__file__).parent / name).read_bytes())
+    return digest.hexdigest()[:8]
 
 
 def rounded(values: Any) -> Any:
@@ -88,302 +96,6 @@ def write_weights(state_dict: dict[str, Any], out_dir: Path) -> dict[str, dict[s
         offset += array.size
     (out_dir / "weights.bin").write_bytes(np.concatenate(chunks).tobytes())
     return tensors
-
-
-# ---------------------------------------------------------------------------------------------
-# The translator of the Transformer chapter
-
-
-def translator_case(model, src_vocab, tgt_vocab, num_steps: int, max_len: int, sentence: str):
-    """What PyTorch computes for one sentence: its tokens, greedy translation, logits, weights.
-
-    The translation is `greedy_decode`'s, the book's own function; the logits and the weights
-    of every step come from running the same decoder step by step with its key/value cache
-    (the way greedy decoding runs it), and must give the same tokens.
-
-    Args:
-        model: The trained Transformer, in eval mode.
-        src_vocab: The source vocabulary.
-        tgt_vocab: The target vocabulary.
-        num_steps: The source length of the data (longer sources are cut, as in training).
-        max_len: Most tokens generated (<eos> included).
-        sentence: An English sentence.
-
-    Returns:
-        ``{"sentence", "source_tokens", "source_ids", "tokens", "logits", "encoder",
-        "decoder_self", "cross"}``: every generated token id (<eos> included when generated),
-        one logits row per step, the encoder's weights ``[block][head][query][key]``, and per
-        step the decoder's rows ``[step][block][head][key]``.
-
-    Raises:
-        RuntimeError: If the step-by-step decoding and `greedy_decode` disagree.
-    """
-    import torch
-
-    from attention_book.data.text import build_arrays, tokenize
-    from attention_book.decoding import greedy_decode
-
-    words = tokenize(sentence)
-    src, valid_len = build_arrays([words], src_vocab, num_steps)
-    src = src[:, : int(valid_len[0])]  # (1, num_source_steps): no padding
-    (translation,) = greedy_decode(model, src, valid_len, tgt_vocab.bos, tgt_vocab.eos, max_len)
-    with torch.no_grad():
-        enc_outputs = model.encoder(src, valid_len)
-        encoder = [w[0] for w in model.encoder.attention_weights]  # (heads, n, n) per block
-        state = model.decoder.init_state(enc_outputs, valid_len)
-        token, tokens, logits, decoder_self, cross = tgt_vocab.bos, [], [], [], []
-        for _ in range(max_len):
-            step_logits, state = model.decoder(torch.tensor([[token]]), state)
-            logits.append(step_logits[0, -1])
-            decoder_self.append([w[0, :, -1] for w in model.decoder.self_attention_weights])
-            cross.append([w[0, :, -1] for w in model.decoder.cross_attention_weights])
-            token = int(torch.log_softmax(step_logits[0, -1], dim=-1).argmax())
-            tokens.append(token)
-            if token == tgt_vocab.eos:
-                break
-    if tokens[: len(translation.tokens)] != translation.tokens or len(tokens) not in (
-        len(translation.tokens),
-        len(translation.tokens) + 1,
-    ):
-        raise RuntimeError(f"step-by-step decoding disagrees with greedy_decode on {sentence!r}")
-    indices = src[0].tolist()
-    return {
-        "sentence": sentence,
-        "source_tokens": src_vocab.to_tokens(indices),
-        "source_ids": indices,
-        "tokens": tokens,
-        "words": tgt_vocab.to_tokens(tokens),
-        "logits": rounded(logits),
-        "encoder": rounded(encoder),
-        "decoder_self": rounded(decoder_self),
-        "cross": rounded(cross),
-    }
-
-
-def translator_sentences(data) -> list[str]:
-    """The held-out sentences of the check: a fixed rule over the test split, and one more.
-
-    The static explorer's sentence (the longest test source of at most 22 tokens with a date
-    and a time), the test source whose length is nearest to 20 tokens (the note's timing), the
-    shortest test source, and a sentence of words the vocabulary lacks, with punctuation.
-
-    Args:
-        data: The translation data (its test split).
-
-    Returns:
-        The sentences, none of them a training source.
-    """
-    from attention_book.data.text import tokenize
-
-    sources = [source for source, _ in data.test_pairs]
-    lengths = [len(tokenize(source)) for source in sources]
-    with_time = [
-        (n, -i) for i, (s, n) in enumerate(zip(sources, lengths, strict=True))
-        if n <= 22 and " at " in s and ", 20" in s
-    ]  # fmt: skip
-    explorer = sources[-max(with_time)[1]]
-    twenty = sources[min(range(len(sources)), key=lambda i: (abs(lengths[i] - 20), i))]
-    shortest = sources[min(range(len(sources)), key=lambda i: (lengths[i], i))]
-    unknown = "On Friday, the zebras bought 3 tickets; we ate 12 pineapples!"
-    sentences = list(dict.fromkeys([explorer, twenty, shortest, unknown]))
-    trained = {source for source, _ in data.train_pairs}
-    if any(sentence in trained for sentence in sentences):
-        raise RuntimeError("a reference sentence is a training source")
-    return sentences
-
-
-def export_translator_model(
-    model, src_vocab, tgt_vocab, num_steps: int, max_len: int, sentences: Sequence[str],
-    out_dir: Path,
-) -> dict[str, Any]:  # fmt: skip
-    """Write a trained translator's files (`model.json`, `weights.bin`, `reference.json`).
-
-    Args:
-        model: An `EncoderDecoder` of `TransformerEncoder` and `TransformerDecoder`.
-        src_vocab: Its source vocabulary.
-        tgt_vocab: Its target vocabulary.
-        num_steps: Longest source (with <eos>); longer ones are cut, as the data cuts them.
-        max_len: Most tokens generated per sentence.
-        sentences: The reference sentences.
-        out_dir: Where to write the files.
-
-    Returns:
-        What ``about.json`` holds (`write_about`).
-    """
-    encoder = model.encoder
-    block = encoder.blks[0]
-    config = {
-        "num_hiddens": encoder.num_hiddens,
-        "ffn_num_hiddens": block.ffn.dense1.out_features,
-        "num_heads": block.self_attention.num_heads,
-        "num_blks": len(encoder.blks),
-        "norm_first": block.addnorm1.norm_first,
-        "activation": type(block.ffn.activation).__name__.lower(),
-        "max_len": encoder.pos_encoding.max_len,
-        "num_steps": num_steps,
-        "max_decode_len": max_len,
-    }
-    tensors = write_weights(model.state_dict(), out_dir)
-    manifest = {
-        "kind": "translator",
-        "config": config,
-        "src_vocab": src_vocab.idx_to_token,
-        "tgt_vocab": tgt_vocab.idx_to_token,
-        "tensors": tensors,
-    }
-    (out_dir / "model.json").write_text(json.dumps(manifest, ensure_ascii=False), "utf-8")
-    cases = [
-        translator_case(model, src_vocab, tgt_vocab, num_steps, max_len, sentence)
-        for sentence in sentences
-    ]
-    reference = {"tolerance": TOLERANCE, "cases": cases}
-    (out_dir / "reference.json").write_text(json.dumps(reference, ensure_ascii=False), "utf-8")
-
-    def case_of(half_model):
-        return [
-            translator_case(half_model, src_vocab, tgt_vocab, num_steps, max_len, sentence)
-            for sentence in sentences
-        ]
-
-    return write_about(out_dir, model, len(src_vocab), float16_effect(model, cases, case_of))
-
-
-# ---------------------------------------------------------------------------------------------
-# The character GPT of the optimizations chapter
-
-
-def gpt_case(model, vocab: Sequence[str], prompt: str, num_new: int) -> dict[str, Any]:
-    """What PyTorch computes for one prompt: greedy characters, logits and attention weights.
-
-    The characters are `GPT.generate`'s (with the cache, the book's path); the logits and the
-    weights of every step come from the same steps run with the attention's explicit path,
-    which keeps its weights, and must give the same characters.
-
-    Args:
-        model: The trained GPT, in eval mode.
-        vocab: One character per token index.
-        prompt: The prompt; every character must be in `vocab`.
-        num_new: How many characters to generate.
-
-    Returns:
-        ``{"prompt", "prompt_ids", "tokens", "text", "logits", "weights"}``: the generated
-        ids, one logits row per step, and per step the attention weights of the step's new
-        positions ``[step][block][head][query][key]`` (the whole prompt at the first step).
-
-    Raises:
-        RuntimeError: If the two paths give other characters.
-    """
-    import torch
-
-    from attention_book.attention import DotProductAttention
-
-    index = {char: i for i, char in enumerate(vocab)}
-    prompt_ids = [index[char] for char in prompt]
-    prompt_tensor = torch.tensor([prompt_ids])
-    generated = model.generate(prompt_tensor, num_new, use_cache=True)[0, len(prompt_ids) :]
-    attentions = [m for m in model.modules() if isinstance(m, DotProductAttention)]
-    saved = [attention.need_weights for attention in attentions]
-    for attention in attentions:
-        attention.need_weights = True  # the explicit path, which keeps the weights
-    try:
-        with torch.no_grad():
-            cache = model.new_cache(1, len(prompt_ids) + num_new)
-            step_input, tokens, logits, weights = prompt_tensor, [], [], []
-            for _ in range(num_new):
-                step_logits = model(step_input, cache)
-                logits.append(step_logits[0, -1])
-                weights.append([blk.attention.heads.attention_weights[0] for blk in model.blks])
-                token = int(step_logits[0, -1].argmax())
-                tokens.append(token)
-                step_input = torch.tensor([[token]])
-    finally:
-        for attention, need in zip(attentions, saved, strict=True):
-            attention.need_weights = need
-    if tokens != generated.tolist():
-        raise RuntimeError(f"the explicit path generates other characters from {prompt!r}")
-    return {
-        "prompt": prompt,
-        "prompt_ids": prompt_ids,
-        "tokens": tokens,
-        "text": "".join(vocab[token] for token in tokens),
-        "logits": rounded(logits),
-        "weights": rounded(weights),
-    }
-
-
-def gpt_prompts(test_text: str, train_text: str, count: int = 3) -> list[str]:
-    """The held-out prompts of the check: the start of the first test sentences.
-
-    Args:
-        test_text: The French text of the test split, one sentence a line.
-        train_text: The training text (no prompt's sentence may be one of its lines).
-        count: How many prompts.
-
-    Returns:
-        The first 16 characters of each of the first `count` test sentences that are not
-        training sentences.
-    """
-    trained = set(train_text.split("\n"))
-    lines = [line for line in test_text.split("\n") if line and line not in trained]
-    return [line[:16] for line in lines[:count]]
-
-
-def export_gpt_model(
-    model, vocab: Sequence[str], prompts: Sequence[str], num_new: int, out_dir: Path,
-    trained_length: int,
-) -> dict[str, Any]:  # fmt: skip
-    """Write a trained character GPT's files (`model.json`, `weights.bin`, `reference.json`).
-
-    Args:
-        model: A `GPT` with rotary positions and multi-head attention.
-        vocab: One character per token index.
-        prompts: The reference prompts.
-        num_new: Characters generated after each prompt.
-        out_dir: Where to write the files.
-        trained_length: The length of the windows it was trained on (the page marks what it
-            generates past that position).
-
-    Returns:
-        What ``about.json`` holds (`write_about`).
-
-    Raises:
-        ValueError: If the model is not one the page's code runs (another position code,
-            fewer key/value heads, a window, linear attention).
-    """
-    heads = model.blks[0].attention.heads
-    attention = model.blks[0].attention
-    if model.positional != "rope" or model.kind != "softmax" or attention.window is not None:
-        raise ValueError(
-            "model must be a GPT with rotary positions and softmax attention without a window, "
-            f"got positional={model.positional!r}, attention={model.kind!r}, "
-            f"window={attention.window}"
-        )
-    if heads.num_kv_heads != heads.num_heads:
-        raise ValueError(f"model must have num_kv_heads == num_heads, got {heads.num_kv_heads}")
-    config = {
-        "num_hiddens": model.embedding.embedding_dim,
-        "num_heads": heads.num_heads,
-        "num_kv_heads": heads.num_kv_heads,
-        "num_blks": len(model.blks),
-        "ffn_num_hiddens": model.blks[0].ffn[0].out_features,
-        "positional": model.positional,
-        "max_len": model.max_len,
-        "trained_length": trained_length,
-    }
-    tensors = write_weights(model.state_dict(), out_dir)
-    manifest = {"kind": "gpt", "config": config, "vocab": list(vocab), "tensors": tensors}
-    (out_dir / "model.json").write_text(json.dumps(manifest, ensure_ascii=False), "utf-8")
-    cases = [gpt_case(model, vocab, prompt, num_new) for prompt in prompts]
-    reference = {"tolerance": TOLERANCE, "cases": cases}
-    (out_dir / "reference.json").write_text(json.dumps(reference, ensure_ascii=False), "utf-8")
-    effect = float16_effect(
-        model, cases, lambda half: [gpt_case(half, vocab, p, num_new) for p in prompts]
-    )
-    return write_about(out_dir, model, len(vocab), effect)
-
-
-# ---------------------------------------------------------------------------------------------
-# Both
 
 
 def float16_effect(model, cases: list[dict], cases_of: Callable) -> dict[str, Any]:
@@ -466,6 +178,7 @@ def export(name: str, out_dir: Path) -> dict[str, Any]:
     if name == "translator":
         from attention_book.experiments.bahdanau import BAHDANAU_CONFIG
         from attention_book.experiments.transformer import transformer_trained_model
+        from booktools.live_translator import export_translator_model, translator_sentences
 
         model, data = transformer_trained_model()
         sentences = translator_sentences(data)
@@ -480,6 +193,7 @@ def export(name: str, out_dir: Path) -> dict[str, Any]:
             optimizations_trained_model,
             optimizations_vocab,
         )
+        from booktools.live_gpt import export_gpt_model, gpt_prompts
 
         model = optimizations_trained_model("baseline")
         prompts = gpt_prompts(optimizations_text("test"), optimizations_text("train"))

@@ -40,7 +40,8 @@ def live_models(tmp_path_factory):
     from attention_book.seq2seq import EncoderDecoder
     from attention_book.transformer import TransformerEncoder
     from attention_book.transformer_decoder import TransformerDecoder
-    from booktools.live_export import export_gpt_model, export_translator_model
+    from booktools.live_gpt import export_gpt_model
+    from booktools.live_translator import export_translator_model
 
     root = tmp_path_factory.mktemp("live-models")
     torch.manual_seed(0)

@@ -202,6 +202,30 @@ def test_an_accessibility_violation_fails(tiny_site: Path):
     assert not any("color-contrast" in p for p in problems_of(tiny_site, "/clear/"))
 
 
+def test_a_faint_style_of_code_fails_however_rare_or_common_it_is(tiny_site: Path):
+    # In highlighted code, axe checks the contrast of one token of each style: a faint style
+    # fails whether it is the only token of the block or one of hundreds.
+    def block(spans: str) -> str:
+        return f"<main><div class='highlight'><pre><code>{spans}</code></pre></div></main>"
+
+    dark = "<span style='color: #222'>dark</span>\n<span style='color: #222'>=</span>\n"
+    faint = "<span style='color: #ccc'>+</span>\n<span style='color: #ccc'>faint</span>\n"
+    write_page(tiny_site, "clear-code", block(dark * 300))
+    assert not any("color-contrast" in p for p in problems_of(tiny_site, "/clear-code/"))
+    for name, spans in (("one-faint", dark * 300 + faint), ("all-faint", faint * 300)):
+        write_page(tiny_site, name, block(spans))
+        found = problems_of(tiny_site, f"/{name}/")
+        assert any("accessibility (serious): color-contrast" in p for p in found), (name, found)
+    # Text of the code element itself (outside any span) is checked too.
+    write_page(
+        tiny_site,
+        "faint-text",
+        block(dark * 10).replace("<code>", "<code style='color: #ccc'>plain text"),
+    )
+    found = problems_of(tiny_site, "/faint-text/")
+    assert any("color-contrast" in p for p in found), found
+
+
 PLAYER = """<figure class="book-frames" data-base="/f">
 <img src="/f.frame-0.svg#only-light" alt="frame"><figcaption>
 <label>width <input type="range" min="0" max="1" value="0" data-labels='["a", "b"]'

@@ -125,6 +125,27 @@ def test_the_export_is_named_after_the_stored_result_and_the_exporter():
         result_name("nope")
 
 
+def test_the_exporters_digest_covers_every_file_that_exports(monkeypatch, tmp_path):
+    import shutil
+
+    import booktools
+    from booktools import live_export
+
+    # Every module that writes an exported model's files is in the digest, so an edit to it
+    # exports again; the widget's page code (live.py) and the browser's check are not.
+    folder = Path(booktools.__file__).parent
+    exporters = {p.name for p in folder.glob("live_*.py")} - {"live_check.py"}
+    assert set(live_export.EXPORTER_FILES) == exporters
+    # An edit to one of them (in a copy) changes the digest.
+    copy = tmp_path / "booktools"
+    shutil.copytree(folder, copy)
+    monkeypatch.setattr(live_export, "__file__", str(copy / "live_export.py"))
+    before = live_export.exporter_digest()
+    with open(copy / "live_gpt.py", "a", encoding="utf-8") as file:
+        file.write("# an edit\n")
+    assert live_export.exporter_digest() != before
+
+
 def test_the_comparison_fails_on_other_tokens_or_numbers_beyond_the_tolerance():
     case = {
         "sentence": "a", "source_ids": [4, 2], "tokens": [5, 2], "logits": [[1.0, 2.0]],

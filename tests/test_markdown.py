@@ -172,7 +172,7 @@ def test_the_scan_finds_a_fence_regex_in_a_broken_copy(tmp_path):
 
 
 @pytest.mark.parametrize("module", ["booktools.snippets", "booktools.notebooks", "booktools.notes",
-                                    "booktools.listings", "booktools.browser_check"])  # fmt: skip
+                                    "booktools.listings", "booktools.browser_page"])  # fmt: skip
 def test_the_tools_read_fences_through_the_reader(module):
     import importlib
 
