@@ -11,6 +11,7 @@ new pin changes every chapter at once.
 from __future__ import annotations
 
 import ast
+import functools
 import re
 import sys
 from importlib.metadata import packages_distributions
@@ -69,8 +70,14 @@ def imported_distributions(markdown: str) -> set[str]:
                 modules |= {alias.name.split(".")[0] for alias in node.names}
             elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
                 modules.add(node.module.split(".")[0])
-    owners = packages_distributions()
+    owners = _owners()
     return {normalized(dist) for module in modules for dist in owners.get(module, ())}
+
+
+@functools.cache
+def _owners() -> dict[str, list[str]]:
+    """`packages_distributions` of this environment, read once (it scans every installed one)."""
+    return packages_distributions()
 
 
 def versions_line(markdown: str, requirements: str | None = None) -> str:
