@@ -18,6 +18,7 @@ and dark variant, or with its slider (`light_and_dark_figures`), and get their f
 
 from __future__ import annotations
 
+import ast
 import hashlib
 import html
 import json
@@ -143,6 +144,33 @@ def referenced_names(
     return figures, fragments
 
 
+def drawn_with(module: str) -> str:
+    """The chapter module whose worker draws `module`'s figures: its ``DRAWN_WITH``, or itself.
+
+    A deep dive's figure module that shows the same trained run as its chapter's declares
+    ``DRAWN_WITH = "attention_book.figures.<chapter>"``: in a worker of its own, it would wait
+    for the other worker to finish training that run (the store computes a result once). Read
+    from the module's source, without importing it.
+
+    Args:
+        module: A figure module (``attention_book.figures.x``).
+
+    Returns:
+        The module whose group it joins.
+    """
+    path = PACKAGE / "figures" / f"{module.rsplit('.', 1)[-1]}.py"
+    if not path.is_file():
+        return module
+    for node in ast.parse(path.read_text(encoding="utf-8")).body:
+        if (
+            isinstance(node, ast.Assign)
+            and any(isinstance(t, ast.Name) and t.id == "DRAWN_WITH" for t in node.targets)
+            and isinstance(node.value, ast.Constant)
+        ):
+            return node.value.value
+    return module
+
+
 def render_jobs() -> int:
     """How many chapters' figures are drawn at once: ``BOOK_JOBS``, or one per core."""
     return max(1, int(os.environ.get("BOOK_JOBS", 0)) or os.cpu_count() or 1)
@@ -171,7 +199,8 @@ def render(names: list[str], out_dir: Path, modules: dict[str, str] | None = Non
         modules = {name: module for name, (module, _) in figure_index().items()}
     groups: dict[str, list[str]] = {}
     for name in names:
-        groups.setdefault(modules.get(name, "?"), []).append(name)
+        module = modules.get(name, "?")
+        groups.setdefault(drawn_with(module), []).append(name)
     jobs = min(render_jobs(), len(groups))
     threads = max(1, (os.cpu_count() or 1) // jobs)
     arguments = ["--out-dir", str(out_dir), "--results-dir", str(RESULTS)]

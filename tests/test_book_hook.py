@@ -415,3 +415,19 @@ def test_a_value_of_the_build_is_written_into_a_sentence(tmp_path, monkeypatch):
         figures.insert_fragments("{{ build:facts.nope }}", "docs/chapters/x.md", state)
     with pytest.raises(MissingFragmentError, match=r"'facts' \(it holds values: facts.runs"):
         figures.insert_fragments("{{ build:facts }}", "docs/chapters/x.md", state)
+
+
+def test_a_deep_dives_figures_are_drawn_in_the_worker_of_the_chapter_that_trains_their_run():
+    from attention_book.figures import CHAPTERS
+    from booktools.figures import drawn_with
+
+    assert drawn_with("attention_book.figures.introduction") == "attention_book.figures.bahdanau"
+    assert drawn_with("attention_book.figures.vit_inside") == "attention_book.figures.vit"
+    assert drawn_with("attention_book.figures.bahdanau") == "attention_book.figures.bahdanau"
+    assert drawn_with("attention_book.figures.nope") == "attention_book.figures.nope"
+    # Every declared group is a figure module that is drawn by its own name (no chains).
+    modules = [f"attention_book.figures.{chapter}" for chapter in CHAPTERS]
+    for module in modules:
+        group = drawn_with(module)
+        assert group in modules, module
+        assert drawn_with(group) == group, module

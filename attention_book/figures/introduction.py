@@ -37,6 +37,11 @@ __all__ = [
     "introduction_exact_match_findings",
 ]
 
+#: The build draws these figures in the worker of the Bahdanau chapter's figures, which train
+#: the run they show: a worker of their own would wait for that training
+#: (`booktools.figures.drawn_with`).
+DRAWN_WITH = "attention_book.figures.bahdanau"
+
 
 def introduction_bottleneck_diagram() -> Figure:
     """Diagram of an encoder-decoder whose decoder sees only one fixed-length vector."""

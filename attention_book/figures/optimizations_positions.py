@@ -26,6 +26,11 @@ __all__ = [
     "optimizations_rope_error",
 ]
 
+#: The build draws these figures in the worker of the optimizations chapter's figures, which train
+#: the runs they show: a worker of their own would wait for that training
+#: (`booktools.figures.drawn_with`).
+DRAWN_WITH = "attention_book.figures.optimizations"
+
 
 #: The variants of the loss-by-position figure and its sentence: the three position schemes
 #: of softmax attention, and linear attention.

@@ -27,6 +27,11 @@ __all__ = [
     "transformer_encoder_attention",
 ]
 
+#: The build draws these figures in the worker of the Transformer chapter's figures, which train
+#: the run they show: a worker of their own would wait for that training
+#: (`booktools.figures.drawn_with`).
+DRAWN_WITH = "attention_book.figures.transformer"
+
 
 def _example_index(pairs) -> int:
     """The Bahdanau chapter's rule: the longest source of at most 22 tokens with a date, time."""

@@ -33,6 +33,11 @@ __all__ = [
     "vit_window_cost",
 ]
 
+#: The build draws these figures in the worker of the ViT chapter's figures, which train
+#: the run they show: a worker of their own would wait for that training
+#: (`booktools.figures.drawn_with`).
+DRAWN_WITH = "attention_book.figures.vit"
+
 
 @cache
 def _test_images() -> tuple[torch.Tensor, torch.Tensor]:
