@@ -32,6 +32,7 @@ from attention_book.experiments.transformer import (
     transformer_experiment,
 )
 from attention_book.experiments.transformer_timings import transformer_timings
+from attention_book.figures.bahdanau import bucket_label
 from attention_book.moved import moved_names
 from attention_book.plotting import BOOK_STYLE, markdown_table, new_figure
 from attention_book.training.schedules import warmup_inverse_sqrt
@@ -177,8 +178,7 @@ def bleu_by_length_figure(
             label, style, color = MODELS[name]
             scores, counts = bahdanau_bleu_by_bucket(hypotheses, references, lengths)
             ax.plot(range(len(scores)), scores, style, label=label, color=color, markersize=4)
-        labels = [f"{low}-{high}" if high < 60 else f"{low}+" for low, high in LENGTH_BUCKETS]
-        ticks = [f"{b}\n({c})" for b, c in zip(labels, counts, strict=True)]
+        ticks = [f"{bucket_label(*b)}\n({c})" for b, c in zip(LENGTH_BUCKETS, counts, strict=True)]
         ax.set_xticks(range(len(counts)), ticks)
         ax.set_xlabel(f"source length in tokens (number of {what} sentences)")
         ax.set_ylabel("BLEU (greedy)")
