@@ -88,8 +88,11 @@ build: site
 notebooks: setup
 	env -u TRITON_INTERPRET $(BIN)/python -m booktools.run_notebooks
 
+# A page that passed keeps its verdict in .cache/browser while every file it loads, its Markdown
+# source and the checker are unchanged (booktools.browser_verdicts): a second run checks only the
+# pages that changed. `make clean-cache` forgets the verdicts; CI's gate starts without any.
 browser: setup chromium
-	$(BIN)/python -m booktools.browser_check site --screenshots screenshots
+	$(BIN)/python -m booktools.browser_check site --screenshots screenshots --verdicts .cache/browser
 
 # Every link of the built site checked by lychee, over its files: a missing page, image or
 # anchor fails. Links to other hosts are not fetched (nothing is downloaded by a test).

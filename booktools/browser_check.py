@@ -12,7 +12,8 @@ buttons). Then it types "attention" into the search box and expects results. Wit
 checks the whole site, of every way of the pages given with ``--page`` (``--all-screenshots``:
 every page, every way). Pages are shared among one browser per core, each taking the next page
 when it is done. It drives Debian's Chromium through Playwright (no browser download) and
-serves the site on a local port.
+serves the site on a local port. With ``--verdicts DIR`` (as `make test` runs it) a page that
+passed before, and loads the same files now, is not loaded again: `booktools.browser_verdicts`.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from booktools.browser_page import MODES, PageReport, check_page, check_search
+from booktools.browser_verdicts import Verdicts
 from booktools.browsing import browsing, site_pages
 
 SEARCH = "search"
@@ -104,6 +106,14 @@ def check_one(context_of, base_url: str, path: str, options: Options) -> list[Pa
     """The reports of one page (or of the search box, for `SEARCH`), in a fresh context."""
     start = time.perf_counter()
     context = context_of()
+    loaded: list[str] = []  # what the page requests, for booktools.browser_verdicts
+    own = base_url + "/"
+    context.on(
+        "request",
+        lambda request: loaded.append(
+            request.url[len(base_url) :] if request.url.startswith(own) else request.url
+        ),
+    )
     try:
         if path == SEARCH:
             return [PageReport(SEARCH, check_search(context, base_url))]
@@ -119,6 +129,7 @@ def check_one(context_of, base_url: str, path: str, options: Options) -> list[Pa
         for report, mode in zip(reports, ways, strict=True):
             report.url = f"{path} ({mode})"
         reports[0].seconds = time.perf_counter() - start
+        reports[0].loaded = loaded
         return reports
     finally:
         context.close()
@@ -265,6 +276,13 @@ def main(argv: list[str] | None = None, browser=None) -> int:
         help="check only this page (docs/chapters/x.md or /chapters/x/); repeat for more",
     )
     parser.add_argument(
+        "--verdicts",
+        type=Path,
+        default=None,
+        help="keep the verdict of each page that passes in this folder, and reuse it while "
+        "every file the page loads is unchanged (booktools.browser_verdicts); default: none",
+    )
+    parser.add_argument(
         "--jobs",
         type=int,
         default=os.cpu_count() or 1,
@@ -283,21 +301,52 @@ def main(argv: list[str] | None = None, browser=None) -> int:
             return 1
     shots = every_screenshot if args.all_screenshots or pages else chapter_screenshots
     docs_dir = args.docs or default_docs(args.site)
-    # The search box is the site's, not a page's: it is checked with the whole site.
-    if browser is not None:
+    search = pages is None  # the search box is the site's, not a page's: checked with the site
+    pages = site_pages(args.site) if pages is None else pages
+    dark = not args.no_dark
+    verdicts = Verdicts(args.verdicts, args.site, docs_dir, dark) if args.verdicts else None
+    ways = [mode for mode in MODES if dark or mode != "dark"]
+
+    def shots_of(path: str) -> dict[str, Path]:  # the screenshots the check takes of a page
+        if args.screenshots is None:
+            return {}
+        folder = args.screenshots
+        return {mode: folder / screenshot_name(path, mode) for mode in ways if shots(path, mode)}
+
+    kept: list[PageReport] = []
+    unchanged: set[str] = set()
+    for path in pages if verdicts else []:
+        reused = verdicts.reuse(path, page_source(docs_dir, path), shots_of(path))
+        if reused is not None:
+            kept += reused
+            unchanged.add(path)
+    to_check = [path for path in pages if path not in unchanged]
+    started = time.perf_counter()
+    if not to_check and not search:
+        reports = []
+    elif browser is not None:
         reports = check_site(
-            args.site, args.screenshots, pages, pages is None, not args.no_dark, docs_dir, shots,
-            browser=browser,
-        )  # fmt: skip
+            args.site, args.screenshots, to_check, search, dark, docs_dir, shots, browser=browser
+        )
     else:
         reports = check_site_in_parallel(
-            args.site, args.screenshots, pages, pages is None, not args.no_dark, args.jobs,
-            docs_dir, shots,
-        )  # fmt: skip
+            args.site, args.screenshots, to_check, search, dark, args.jobs, docs_dir, shots
+        )
+    seconds = time.perf_counter() - started
+    if verdicts:
+        for path in to_check:
+            of_page = [r for r in reports if r.url.partition(" (")[0] == path]
+            verdicts.keep(path, of_page, page_source(docs_dir, path), shots_of(path))
+        if search:  # the whole site was checked: forget the pages it no longer has
+            verdicts.entries = {k: v for k, v in verdicts.entries.items() if k in pages}
+        verdicts.save()
+    reports = in_report_order(kept + reports, pages)
     failed = [r for r in reports if r.problems]
     for report in reports:
         status = "FAIL" if report.problems else "ok"
-        print(f"{status:4} {report.url}")
+        print(
+            f"{status:4} {report.url}{' (kept: nothing it loads changed)' if report.kept else ''}"
+        )
         for problem in report.problems:
             print(f"     - {problem}")
     weighed = [r for r in reports if r.bytes]
@@ -318,6 +367,11 @@ def main(argv: list[str] | None = None, browser=None) -> int:
             print(f"  {report.seconds:6.1f} s  {report.url.partition(' (')[0]}")
     if args.screenshots:
         print(f"screenshots in {args.screenshots}/")
+    if verdicts:
+        print(
+            f"verdicts: {len(unchanged)} of {len(pages)} pages kept from an earlier check of "
+            f"the same files ({args.verdicts}/); {len(to_check)} checked in {seconds:.0f} s"
+        )
     print(f"browser: {len(reports) - len(failed)} passed, {len(failed)} failed")
     return 1 if failed else 0
 

@@ -57,6 +57,20 @@ class PageReport:
     bytes: int = 0
     seconds: float = 0.0  # how long checking the page took, every way (on its first report)
     live: list[LiveReport] = field(default_factory=list)  # its live widgets (light mode)
+    # What the page requested while it was checked, every way (on its first report): the URL
+    # path of each request to the site, the whole URL of any other (booktools.browser_verdicts).
+    loaded: list[str] = field(default_factory=list)
+    kept: bool = False  # a verdict kept from an earlier check of the same files, not checked now
+
+
+def weight_problem(path: str, transferred: int) -> str | None:
+    """What is wrong with a page's weight: a chapter over `MAX_CHAPTER_BYTES`, or None."""
+    if "/chapters/" in path and transferred > MAX_CHAPTER_BYTES:
+        return (
+            f"the page transfers {transferred / 1e3:.0f} kB, over the "
+            f"{MAX_CHAPTER_BYTES / 1e3:.0f} kB a chapter may weigh"
+        )
+    return None
 
 
 @functools.cache
@@ -210,11 +224,8 @@ def check_page(
         page.wait_for_load_state("load", timeout=60_000)
         light = reports["light"]
         light.bytes = check_state(page, light, desktop=True)
-        if "/chapters/" in url and light.bytes > MAX_CHAPTER_BYTES:
-            light.problems.append(
-                f"the page transfers {light.bytes / 1e3:.0f} kB, over the "
-                f"{MAX_CHAPTER_BYTES / 1e3:.0f} kB a chapter may weigh"
-            )
+        if heavy := weight_problem(url, light.bytes):
+            light.problems.append(heavy)
         light.live = check_live_widgets(page, light.problems)
         check_sliders_and_accessibility(page, light)
         if "/chapters/" in url:
@@ -251,8 +262,20 @@ def check_page(
 
 
 def check_search(context, base_url: str, query: str = "attention") -> list[str]:
-    """Type a query into Material's search box and expect at least one result."""
+    """Type a query into Material's search box and expect at least one result.
+
+    It also fails on a console error, an uncaught exception or an HTTP error while the home
+    page loads the search index and the sitemap and searches: those two files are the site's,
+    and the verdicts that `booktools.browser_verdicts` keeps for pages do not depend on them.
+    """
+    problems = []
     page = context.new_page()
+    page.on("console", lambda msg: msg.type == "error" and problems.append(f"console: {msg.text}"))
+    page.on("pageerror", lambda exc: problems.append(f"uncaught exception: {exc}"))
+    page.on(
+        "response",
+        lambda res: res.status >= 400 and problems.append(f"HTTP {res.status}: {res.url}"),
+    )
     try:
         page.goto(base_url + "/", wait_until="networkidle", timeout=30_000)
         search_box = page.locator("input.md-search__input")
@@ -260,8 +283,10 @@ def check_search(context, base_url: str, query: str = "attention") -> list[str]:
         page.keyboard.type(query, delay=20)  # key events, as a reader types: fill() sends none
         page.locator(".md-search-result__item").first.wait_for(timeout=15_000)
         count = page.locator(".md-search-result__item").count()
-        return [] if count > 0 else [f"search for {query!r} found nothing"]
+        if count == 0:
+            problems.append(f"search for {query!r} found nothing")
     except Exception as exc:
-        return [f"search for {query!r} failed: {exc}"]
+        problems.append(f"search for {query!r} failed: {exc}")
     finally:
         page.close()
+    return problems

@@ -37,6 +37,9 @@ DESKTOP = {"width": 1280, "height": 900}
 
 PHONE = {"width": 390, "height": 844}
 
+#: The files the local server compresses with gzip, as GitHub Pages does.
+COMPRESSED = (".html", ".css", ".js", ".json", ".svg", ".xml", ".txt", ".ipynb")
+
 
 def find_chromium() -> str:
     """Path of the system Chromium."""
@@ -88,8 +91,6 @@ class _QuietServer(http.server.ThreadingHTTPServer):
 class _QuietHandler(http.server.SimpleHTTPRequestHandler):
     """Serves the site as a static host does (GitHub Pages): text compressed with gzip."""
 
-    COMPRESSED = (".html", ".css", ".js", ".json", ".svg", ".xml", ".txt", ".ipynb")
-
     def log_message(self, format, *args):
         pass
 
@@ -98,7 +99,7 @@ class _QuietHandler(http.server.SimpleHTTPRequestHandler):
         if path.is_dir():
             path = path / "index.html"
         accepts = "gzip" in self.headers.get("Accept-Encoding", "")
-        if not (accepts and path.is_file() and path.suffix in self.COMPRESSED):
+        if not (accepts and path.is_file() and path.suffix in COMPRESSED):
             return super().do_GET()
         body = gzip.compress(path.read_bytes(), mtime=0)
         self.send_response(200)
