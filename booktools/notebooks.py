@@ -147,9 +147,21 @@ def chapter_notebook(
         cells.insert(1, nbformat.v4.new_code_cell(TRITON_SETUP))
     notebook = nbformat.v4.new_notebook(cells=cells)
     notebook.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3"}
+    return with_stable_ids(notebook)
+
+
+def with_stable_ids(notebook: nbformat.NotebookNode) -> nbformat.NotebookNode:
+    """The notebook with cell ids by position (``cell-0``...): the same page, the same file."""
     for number, cell in enumerate(notebook.cells):
-        cell["id"] = f"cell-{number}"  # stable ids: the same chapter gives the same file
+        cell["id"] = f"cell-{number}"
     return notebook
+
+
+def jupytext_notebook(path: str | Path) -> nbformat.NotebookNode:
+    """The notebook of a jupytext page (the Quick tour's ``.py``), with stable cell ids."""
+    import jupytext
+
+    return with_stable_ids(jupytext.read(path))
 
 
 def shown_as_markdown(fence: Fence, page: str) -> list[str]:
@@ -187,9 +199,8 @@ def add_notebooks(files: Files, config, state: BuildState) -> None:
     for file in list(files.documentation_pages()):
         path = out_dir / Path(notebook_uri(file)).name
         if file.src_uri.endswith(".py"):  # a jupytext notebook page: convert it as it is
-            import jupytext
-
-            jupytext.write(jupytext.read(file.abs_src_path), path, fmt="ipynb")
+            notebook = jupytext_notebook(file.abs_src_path)
+            path.write_text(nbformat.writes(notebook), encoding="utf-8")
         elif file.src_uri.startswith(CHAPTERS):
             markdown = Path(file.abs_src_path).read_text(encoding="utf-8")
             site_url = config["site_url"] or ""

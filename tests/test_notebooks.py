@@ -1,14 +1,17 @@
 """Chapter notebooks run from top to bottom on a CPU, as a reader downloads them.
 
 `make notebooks` runs every chapter's notebook (`python -m booktools.run_notebooks`); this file
-checks how skipped blocks become cells, and runs the cheapest chapter's notebook end to end.
+checks how skipped blocks become cells, that a notebook is the same file from one build to
+the next, and runs the cheapest chapter's notebook end to end.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from booktools.notebooks import chapter_notebook
+import nbformat
+
+from booktools.notebooks import chapter_notebook, jupytext_notebook
 from booktools.run_notebooks import page_notebook, run_notebook
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -58,3 +61,11 @@ def test_the_cheapest_chapter_notebook_runs_from_top_to_bottom():
     notebook = page_notebook(ROOT / "docs" / "chapters" / "attention-cues.md")
     assert sum(cell.cell_type == "code" for cell in notebook.cells) >= 5
     run_notebook(notebook, timeout=300)  # raises CellExecutionError on the first failing cell
+
+
+def test_the_quick_tour_notebook_is_the_same_file_from_one_build_to_the_next():
+    """Its cells keep their ids (jupytext draws new random ones each time it converts)."""
+    tour = Path(__file__).resolve().parents[1] / "docs" / "quick-tour.py"
+    first, second = (nbformat.writes(jupytext_notebook(tour)) for _ in range(2))
+    assert first == second
+    assert [cell["id"] for cell in jupytext_notebook(tour).cells][:2] == ["cell-0", "cell-1"]
