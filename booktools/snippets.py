@@ -48,8 +48,31 @@ except ImportError:  # pragma: no cover - the plugin is pinned in requirements.t
     MarkdownFile = TestBlock = None
 
 
+#: What the book's blocks import that takes seconds: imported once in the test process, before
+#: any block forks, when some block of the run imports one of them.
+PRELOAD = ("numpy", "torch", "matplotlib.pyplot", "attention_book")
+
+
 class CodeBlockError(Exception):
     """A code block failed; the argument is the whole report."""
+
+
+def imported_packages(code: str) -> set[str]:
+    """The top-level packages a block imports (``torch`` for ``from torch import nn``).
+
+    A block that does not parse imports nothing here: it fails when it runs, with its report.
+    """
+    try:
+        tree = ast.parse(code)
+    except SyntaxError:
+        return set()
+    names = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names.update(alias.name.split(".")[0] for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            names.add(node.module.split(".")[0])
+    return names
 
 
 def block_page_lines(page: Path, fence_line: int, num_code_lines: int) -> list[int]:
@@ -246,10 +269,16 @@ if TestBlock is not None:
                     block.add_marker(eval(mark, {"sys": sys, "pytest": pytest}))
                 yield block
 
-    def pytest_configure(config):
-        """With --codeblocks, import what every block imports once, before any block forks."""
-        if getattr(config.option, "codeblocks", False):
-            for name in ("numpy", "torch", "matplotlib.pyplot", "attention_book"):
+    def pytest_collection_modifyitems(session, config, items):
+        """Import `PRELOAD` once, before any block forks, if some block imports one of them.
+
+        Each block then starts from a fork that has them (a second each, not seconds); a run
+        whose blocks import none of them (a small page) does not pay for them.
+        """
+        blocks = [item.obj for item in items if isinstance(item, BookBlock)]
+        imported = set().union(*(imported_packages(b.code) for b in blocks if b.syntax == "python"))
+        if imported & {name.split(".")[0] for name in PRELOAD}:
+            for name in PRELOAD:
                 with contextlib.suppress(ImportError):  # its blocks will say what is missing
                     __import__(name)
 

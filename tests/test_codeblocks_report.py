@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from booktools.snippets import imported_packages
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -151,3 +153,26 @@ print(os.environ["BOOK_TEST_SETTING"])
     report = run_page(tmp_path, page)
     assert "KeyError at page.md:12" in report
     assert "1 failed, 1 passed" in report
+
+
+def test_a_page_that_imports_no_heavy_package_does_not_load_one(tmp_path):
+    # The runner imports torch and the package once before the blocks fork, but only for a run
+    # whose blocks import one of them: a page of plain Python starts in about a second.
+    light = "# A page\n\n```python\nimport sys\n\nassert 'torch' not in sys.modules\n```\n"
+    assert "1 passed" in run_page(tmp_path, light)
+    heavy = light + "\n```python\nimport numpy\n```\n"
+    report = run_page(tmp_path, heavy.replace("assert 'torch' not in", "assert 'torch' in"))
+    assert "2 passed" in report, report
+
+
+@pytest.mark.parametrize(
+    ("code", "packages"),
+    [
+        ("import torch.nn as nn\nfrom attention_book import m", {"torch", "attention_book"}),
+        ("def f():\n    import numpy\n", {"numpy"}),
+        ("from . import x\nimport os, matplotlib.pyplot as plt", {"os", "matplotlib"}),
+        ("this is not Python", set()),
+    ],
+)  # fmt: skip
+def test_imported_packages_are_the_top_level_names_a_block_imports(code, packages):
+    assert imported_packages(code) == packages
