@@ -12,7 +12,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from test_browser_check import PAGE_SOURCE, PIXEL, code_block, live_site, write_page
+from browser_sites import PAGE_SOURCE, PIXEL, code_block, live_site, write_page
 
 from booktools import browser_verdicts, katex
 from booktools.browser_check import main
