@@ -11,7 +11,7 @@ from file names or from what the page's Markdown imports; the browser says what 
   figures, the frames a slider brought, a live widget's model and reference cases), and of its
   Markdown source (whose blocks the copy buttons must copy); and the screenshots it took;
 - `reuse` hands the verdict back only when every one of those files is still what it was, and
-  the check is still the same (`checker_key`: this package's code, Chromium's version,
+  the check is still the same (`checker_key`: the code of the check, Chromium's version,
   Playwright's and axe-core's, Python's, dark mode or not). Otherwise the page is checked again.
 
 A page with a problem is never kept, and neither is a page that requested anything from another
@@ -26,6 +26,7 @@ compressed size of today. A chapter that a grown search index pushes over its li
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 import functools
 import gzip
@@ -63,15 +64,40 @@ def served_size(path: Path) -> int | None:
     return len(gzip.compress(data, mtime=0)) if path.suffix in COMPRESSED else len(data)
 
 
+def checker_files() -> list[Path]:
+    """The source files of the browser check, which are part of every page's key.
+
+    They are `booktools.browser_check` and every module of this package that it imports,
+    directly or through another, at the top or inside a function. An edit to another module
+    of the package (the figures, the notebooks, the hook) changes the check only through the
+    pages it builds, and those are in each page's own key.
+    """
+    package = Path(__file__).resolve().parent
+    found, todo = {"__init__"}, ["browser_check"]
+    while todo:
+        name = todo.pop()
+        path = package / f"{name}.py"
+        if name in found or not path.is_file():  # `from booktools import ROOT` names no module
+            continue
+        found.add(name)
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and node.module == "booktools":
+                todo += [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("booktools."):
+                todo.append(node.module.split(".")[1])
+            elif isinstance(node, ast.Import):
+                todo += [
+                    a.name.split(".")[1] for a in node.names if a.name.startswith("booktools.")
+                ]
+    return sorted(package / f"{name}.py" for name in found)
+
+
 @functools.cache
 def checker_key(dark: bool) -> str:
     """What the check itself is: its code, the browser, the libraries that drive it, the ways."""
     digest = hashlib.sha256(f"verdicts {VERSION}; dark {dark}; python {sys.version}".encode())
-    package = Path(__file__).resolve().parent
-    for path in sorted(package.rglob("*")):
-        if path.is_file() and "__pycache__" not in path.parts:
-            digest.update(path.relative_to(package).as_posix().encode() + b"\0")
-            digest.update(path.read_bytes())
+    for path in checker_files():
+        digest.update(path.name.encode() + b"\0" + path.read_bytes())
     chromium = subprocess.run(
         [find_chromium(), "--version"], capture_output=True, text=True, check=False
     ).stdout.strip()

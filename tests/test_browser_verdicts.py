@@ -16,7 +16,7 @@ from browser_sites import PAGE_SOURCE, PIXEL, code_block, live_site, write_page
 
 from booktools import browser_verdicts, katex
 from booktools.browser_check import main
-from booktools.browser_verdicts import Verdicts, site_file
+from booktools.browser_verdicts import Verdicts, checker_files, site_file
 from booktools.browsing import launch
 
 pytestmark = pytest.mark.skipif(
@@ -198,3 +198,15 @@ def test_a_page_that_requested_another_host_is_not_kept(tmp_path):
     report.loaded = ["/"]
     verdicts.keep("/", [report], None, {})
     assert list(verdicts.entries) == ["/"]
+
+
+def test_the_checker_is_the_code_the_check_runs_and_not_the_rest_of_the_tooling():
+    names = {path.name for path in checker_files()}
+    # What it imports at any depth: the page's checks, their scripts, the live widgets' check
+    # and the limits it reads from booktools.live, the Markdown reader of the copy buttons.
+    for module in ("browser_check", "browser_page", "browser_scripts", "browsing",
+                   "browser_verdicts", "live_check", "live", "markdown", "__init__"):  # fmt: skip
+        assert f"{module}.py" in names, module
+    # What builds the pages is judged through the pages: an edit there keeps the verdicts.
+    for module in ("figures", "hook", "notebooks", "listings", "katex"):
+        assert f"{module}.py" not in names, module
