@@ -21,10 +21,14 @@ The reader also keeps what the pages say *about* a block, in HTML comments just 
 - ``<!--pytest-codeblocks:expected-output-->``: this fence is the expected output of the block
   before it (`Fence.is_output`; that block has `Fence.has_output`);
 - ``<!--pytest-codeblocks:cont-->``: this block continues the one before it (`Fence.continues`).
+
+What a block imports (`imported_packages`) is read here too, once for the tools that ask: the
+snippet runner (what to import before the blocks fork) and the "tested with" line of a chapter.
 """
 
 from __future__ import annotations
 
+import ast
 import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
@@ -252,3 +256,21 @@ def rewrite(text: str, replace_lines: Callable[[Fence, list[str]], list[str] | N
         new = replace_lines(piece, raw)
         out += raw if new is None else new
     return "\n".join(out)
+
+
+def imported_packages(code: str) -> set[str]:
+    """The top-level packages a block imports (``torch`` for ``from torch import nn``).
+
+    A block that does not parse imports nothing here: it fails when it runs, with its report.
+    """
+    try:
+        tree = ast.parse(code)
+    except SyntaxError:
+        return set()
+    names = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names.update(alias.name.split(".")[0] for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            names.add(node.module.split(".")[0])
+    return names

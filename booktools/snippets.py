@@ -39,7 +39,7 @@ from pathlib import Path
 
 import pytest
 
-from booktools.markdown import fences
+from booktools.markdown import fences, imported_packages
 
 try:
     from pytest_codeblocks.main import stdout_io
@@ -55,24 +55,6 @@ PRELOAD = ("numpy", "torch", "matplotlib.pyplot", "attention_book")
 
 class CodeBlockError(Exception):
     """A code block failed; the argument is the whole report."""
-
-
-def imported_packages(code: str) -> set[str]:
-    """The top-level packages a block imports (``torch`` for ``from torch import nn``).
-
-    A block that does not parse imports nothing here: it fails when it runs, with its report.
-    """
-    try:
-        tree = ast.parse(code)
-    except SyntaxError:
-        return set()
-    names = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            names.update(alias.name.split(".")[0] for alias in node.names)
-        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
-            names.add(node.module.split(".")[0])
-    return names
 
 
 def block_page_lines(page: Path, fence_line: int, num_code_lines: int) -> list[int]:

@@ -10,14 +10,13 @@ new pin changes every chapter at once.
 
 from __future__ import annotations
 
-import ast
 import functools
 import re
 import sys
 from importlib.metadata import packages_distributions
 
 from booktools import ROOT
-from booktools.markdown import runnable_blocks
+from booktools.markdown import imported_packages, runnable_blocks
 
 #: The pinned packages every chapter's code runs on.
 CORE = ("torch", "numpy")
@@ -59,17 +58,7 @@ def imported_distributions(markdown: str) -> set[str]:
     Returns:
         Normalized distribution names (those of installed packages only).
     """
-    modules = set()
-    for block in runnable_blocks(markdown):
-        try:
-            tree = ast.parse(block)
-        except SyntaxError:
-            continue  # the snippets report it
-        for node in ast.walk(tree):
-            if isinstance(node, ast.Import):
-                modules |= {alias.name.split(".")[0] for alias in node.names}
-            elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
-                modules.add(node.module.split(".")[0])
+    modules = set().union(*map(imported_packages, runnable_blocks(markdown)))
     owners = _owners()
     return {normalized(dist) for module in modules for dist in owners.get(module, ())}
 

@@ -15,8 +15,6 @@ from pathlib import Path
 
 import pytest
 
-from booktools.snippets import imported_packages
-
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -163,16 +161,3 @@ def test_a_page_that_imports_no_heavy_package_does_not_load_one(tmp_path):
     heavy = light + "\n```python\nimport numpy\n```\n"
     report = run_page(tmp_path, heavy.replace("assert 'torch' not in", "assert 'torch' in"))
     assert "2 passed" in report, report
-
-
-@pytest.mark.parametrize(
-    ("code", "packages"),
-    [
-        ("import torch.nn as nn\nfrom attention_book import m", {"torch", "attention_book"}),
-        ("def f():\n    import numpy\n", {"numpy"}),
-        ("from . import x\nimport os, matplotlib.pyplot as plt", {"os", "matplotlib"}),
-        ("this is not Python", set()),
-    ],
-)  # fmt: skip
-def test_imported_packages_are_the_top_level_names_a_block_imports(code, packages):
-    assert imported_packages(code) == packages

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from booktools.markdown import Skip, fences, pieces, rewrite, runnable_blocks
+from booktools.markdown import Skip, fences, imported_packages, pieces, rewrite, runnable_blocks
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -178,3 +178,16 @@ def test_the_tools_read_fences_through_the_reader(module):
 
     source = Path(importlib.import_module(module).__file__).read_text(encoding="utf-8")
     assert "from booktools.markdown import" in source
+
+
+@pytest.mark.parametrize(
+    ("code", "packages"),
+    [
+        ("import torch.nn as nn\nfrom attention_book import m", {"torch", "attention_book"}),
+        ("def f():\n    import numpy\n", {"numpy"}),
+        ("from . import x\nimport os, matplotlib.pyplot as plt", {"os", "matplotlib"}),
+        ("this is not Python", set()),
+    ],
+)  # fmt: skip
+def test_imported_packages_are_the_top_level_names_a_block_imports(code, packages):
+    assert imported_packages(code) == packages
