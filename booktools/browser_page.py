@@ -164,6 +164,13 @@ def check_print(page, report: PageReport) -> None:
         )
 
 
+def report_errors(page, problem: Callable[[str], None]) -> None:
+    """Report each console error, uncaught exception and HTTP error of `page` to `problem`."""
+    page.on("console", lambda msg: msg.type == "error" and problem(f"console error: {msg.text}"))
+    page.on("pageerror", lambda exc: problem(f"uncaught exception: {exc}"))
+    page.on("response", lambda res: res.status >= 400 and problem(f"HTTP {res.status}: {res.url}"))
+
+
 def switch_to_dark(page) -> None:
     """Show the page in dark mode: the system's scheme, and Material's toggle pressed.
 
@@ -206,10 +213,8 @@ def check_page(
         reports[seen[0]].problems.append(text)
 
     page = context.new_page()
-    page.on("console", lambda msg: msg.type == "error" and problem(f"console error: {msg.text}"))
-    page.on("pageerror", lambda exc: problem(f"uncaught exception: {exc}"))
+    report_errors(page, problem)
     page.on("requestfailed", lambda req: failed_request(req, url, reports[seen[0]]))
-    page.on("response", lambda res: res.status >= 400 and problem(f"HTTP {res.status}: {res.url}"))
 
     def shoot(mode: str) -> None:
         path = screenshot(mode)
@@ -268,14 +273,9 @@ def check_search(context, base_url: str, query: str = "attention") -> list[str]:
     page loads the search index and the sitemap and searches: those two files are the site's,
     and the verdicts that `booktools.browser_verdicts` keeps for pages do not depend on them.
     """
-    problems = []
+    problems: list[str] = []
     page = context.new_page()
-    page.on("console", lambda msg: msg.type == "error" and problems.append(f"console: {msg.text}"))
-    page.on("pageerror", lambda exc: problems.append(f"uncaught exception: {exc}"))
-    page.on(
-        "response",
-        lambda res: res.status >= 400 and problems.append(f"HTTP {res.status}: {res.url}"),
-    )
+    report_errors(page, problems.append)
     try:
         page.goto(base_url + "/", wait_until="networkidle", timeout=30_000)
         search_box = page.locator("input.md-search__input")

@@ -219,7 +219,7 @@ class Verdicts:
             shots: The screenshots taken of it: mode -> file.
         """
         self.entries.pop(path, None)
-        if not reports or any(report.problems for report in reports) or reports[0].kept:
+        if not reports or any(report.problems for report in reports):
             return
         inputs, site_wide = {}, {}
         try:

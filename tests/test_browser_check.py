@@ -402,3 +402,26 @@ def test_the_page_tokenizes_as_python_does(tiny_site: Path):
     wrong = [(s, f, e) for s, f, e in zip(sentences, found, expected, strict=True) if f != e]
     assert wrong == [], wrong[:5]
     assert any(vocab.unk in indices for _, indices in expected)  # unknown words were tried
+
+
+# A stand-in for Material's search box: typing shows one result, and the index it fetches is
+# the site's own search/search_index.json.
+SEARCH_BOX = (
+    "<input class='md-search__input' aria-label='Search'><ol aria-label='results'></ol><script>"
+    "fetch('/search/search_index.json').then(r => r.json())"
+    ".catch(e => console.error('index: ' + e));"
+    "document.querySelector('input').addEventListener('keyup', () => {"
+    " document.querySelector('ol').innerHTML = \"<li class='md-search-result__item'>a</li>\"; });"
+    "</script>"
+)
+
+
+def test_the_search_check_fails_on_an_error_while_the_site_searches(tiny_site: Path):
+    """The search index and the sitemap are the search check's (booktools.browser_verdicts)."""
+    write_page(tiny_site, ".", SEARCH_BOX)
+    (tiny_site / "search").mkdir()
+    (tiny_site / "search" / "search_index.json").write_text('{"docs": []}')
+    assert check(tiny_site, pages=[], search=True)[-1].problems == []
+    (tiny_site / "search" / "search_index.json").write_text("{not json")
+    problems = check(tiny_site, pages=[], search=True)[-1].problems
+    assert any(p.startswith("console error: index: SyntaxError") for p in problems), problems
