@@ -54,6 +54,7 @@ __all__ = [
     "digest",
     "is_cached",
     "library_versions",
+    "seed_offset",
 ]
 
 T = TypeVar("T")
@@ -64,6 +65,33 @@ RESULT_LIBRARIES = ("torch", "numpy", "babel", "num2words", "sacrebleu")
 
 #: The file of `cache_dir()` where `cached` notes how long each computation took.
 COMPUTE_TIMES = "compute-seconds.json"
+
+#: The environment variable that shifts every training's seed (`seed_offset`).
+SEED_OFFSET = "ATTENTION_BOOK_SEED_OFFSET"
+
+
+def seed_offset() -> int:
+    """How far ``$ATTENTION_BOOK_SEED_OFFSET`` shifts the seed of every training (0 if unset).
+
+    ``make crossmachine`` sets it to train the declared runs again from other initial
+    weights and measure how far their headline numbers move with the seed alone.
+    `attention_book.training.loop.set_seed` adds it to the seed it is given, and
+    `declared_key` writes it into every key where it is not 0, so a result trained with
+    other seeds is never loaded as the book's.
+
+    Returns:
+        The offset.
+
+    Raises:
+        ValueError: If the variable is set to something other than an integer.
+    """
+    text = os.environ.get(SEED_OFFSET, "").strip()
+    if not text:
+        return 0
+    try:
+        return int(text)
+    except ValueError:
+        raise ValueError(f"${SEED_OFFSET} must be an integer, got {text!r}") from None
 
 
 def cache_dir() -> Path:
@@ -166,9 +194,10 @@ def cached(name: str, key: Mapping[str, Any], compute: Callable[[], T], refresh:
             else:
                 if entry.get("key") == text:
                     return entry["value"]
-        started = time.perf_counter()
+        started, cpu_started = time.perf_counter(), time.process_time()
         value = compute()
         seconds = time.perf_counter() - started
+        cpu_seconds = time.process_time() - cpu_started
         # Write to a temporary file, then rename: a crash never leaves a half-written entry.
         with tempfile.NamedTemporaryFile(dir=path.parent, suffix=".tmp", delete=False) as file:
             torch.save({"key": text, "value": value}, file)
@@ -182,12 +211,16 @@ def cached(name: str, key: Mapping[str, Any], compute: Callable[[], T], refresh:
                 "and dicts, or register your class with torch.serialization.add_safe_globals"
             ) from None
         os.replace(file.name, path)
-        _record_seconds(name, seconds)  # only for a result that was stored
+        _record_seconds(name, seconds, cpu_seconds)  # only for a result that was stored
     return value
 
 
-def _record_seconds(name: str, seconds: float) -> None:
-    """Note in `COMPUTE_TIMES` that computing `name` took `seconds` (wall clock) just now."""
+def _record_seconds(name: str, seconds: float, cpu_seconds: float) -> None:
+    """Note in `COMPUTE_TIMES` that computing `name` took `seconds` (wall clock) just now.
+
+    `cpu_seconds` is the CPU time of this process meanwhile: on a shared machine it is the
+    fairer measure of the work (a result computed inside another's counts in both).
+    """
     path = cache_dir() / COMPUTE_TIMES
     with _lock(path):
         try:
@@ -196,6 +229,7 @@ def _record_seconds(name: str, seconds: float) -> None:
             times = {}
         times[name] = {
             "seconds": round(seconds, 1),
+            "cpu_seconds": round(cpu_seconds, 1),
             "cpus": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
             "date": time.strftime("%Y-%m-%d", time.gmtime()),
         }
@@ -211,7 +245,8 @@ def compute_seconds(name: str) -> dict[str, Any] | None:
         name: The name given to `cached`.
 
     Returns:
-        ``{"seconds": wall clock, "cpus": CPUs the process could use, "date": "YYYY-MM-DD"}``,
+        ``{"seconds": wall clock, "cpu_seconds": CPU time of the process, "cpus": CPUs the
+        process could use, "date": "YYYY-MM-DD"}``,
         or None if this cache never computed `name` (it was never run, or the cache predates
         the record).
     """
@@ -322,7 +357,8 @@ def declared_key(config: Any, version: int, **inputs: Any) -> dict[str, Any]:
             reads, the versions of other experiments whose code or results it uses.
 
     Returns:
-        ``{"config": ..., "version": ..., "inputs": ..., "libraries": library_versions()}``.
+        ``{"config": ..., "version": ..., "inputs": ..., "libraries": library_versions()}``,
+        and ``"seed_offset"`` where `seed_offset` is not 0.
 
     Raises:
         ValueError: If `config` is not a frozen dataclass instance, `version` is not a
@@ -340,6 +376,8 @@ def declared_key(config: Any, version: int, **inputs: Any) -> dict[str, Any]:
         "inputs": inputs,
         "libraries": library_versions(),
     }
+    if offset := seed_offset():
+        key["seed_offset"] = offset
     _key_json("declared_key", key)  # fail here, naming the cause, if a value is not JSON
     return key
 
@@ -361,11 +399,10 @@ class Run:
             training (it needs another run's stored result).
         headline: Maps the full result to its headline numbers, ``{label: number}``; None for
             a run without any (a timing).
-        tolerance: How far each headline number may move (absolute, in its own unit, e.g.
-            BLEU points) on a CPU with the vector instructions it was recorded with.
-        drift: How far it may move on a CPU with other vector instructions, where rounding
-            differs and a training ends elsewhere: measured for each run by training it with
-            PyTorch's unvectorized kernels (``ATEN_CPU_CAPABILITY=default``).
+        tolerance: The least margin each headline number gets beyond its recorded spread
+            (absolute, in its own unit, e.g. BLEU points): its smallest meaningful step. The
+            margin is otherwise half the spread measured over other arithmetic and seeds
+            (`attention_book.experiments.spread`).
         module: The module that declares it (`declared_runs` of
             `attention_book.experiments.probes` fills it in).
         version_name: The name of the constant that holds `version` in that module.
@@ -378,6 +415,5 @@ class Run:
     key: Callable[[], dict[str, Any] | None]
     headline: Callable[[Any], dict[str, float]] | None = None
     tolerance: float = 0.0
-    drift: float = 0.0
     module: str = ""
     version_name: str = "VERSION"

@@ -3,9 +3,9 @@
 The probe test replays a few steps of every experiment; what only shows at full scale is
 caught here. After the build has drawn its figures (and so trained what they show), every full
 result in the store is reduced to its headline numbers (test BLEU, accuracies, validation
-losses) and compared with ``tests/recorded/headlines.json`` by
-`attention_book.experiments.probes.check_headlines`, within the tolerance each run declares.
-A number that moved fails the build, before a reader sees a page written from it.
+losses) and compared with the spread recorded for it in ``tests/recorded/headlines.json`` over
+other CPU arithmetic and seeds (`attention_book.experiments.spread.check_headlines`). A number
+outside it fails the build, before a reader sees a page written from it.
 """
 
 from __future__ import annotations
@@ -17,11 +17,12 @@ from pathlib import Path
 
 from mkdocs.exceptions import PluginError
 
-from attention_book.experiments.probes import check_headlines, declared_runs, headline_numbers
+from attention_book.experiments.probes import declared_runs
+from attention_book.experiments.spread import check_headlines, headline_numbers
 
 log = logging.getLogger("mkdocs.hooks.book")
 
-#: The recorded headline numbers, written by ``make probes``.
+#: The recorded spread of the headline numbers, written by ``make crossmachine RECORD=1``.
 HEADLINES = Path(__file__).resolve().parents[1] / "tests" / "recorded" / "headlines.json"
 
 
@@ -35,7 +36,7 @@ def referee(path: Path = HEADLINES) -> int:
         How many runs were compared (those whose full result is in the store).
 
     Raises:
-        PluginError: If a number moved beyond its tolerance, or a run's version has no
+        PluginError: If a number left its recorded spread, or a run's version has no
             recorded numbers; the message lists each one and what to do.
     """
     start = time.perf_counter()
@@ -44,7 +45,9 @@ def referee(path: Path = HEADLINES) -> int:
     now = headline_numbers(runs)
     problems = check_headlines(recorded, runs, now)
     if problems:
-        raise PluginError("the referee found results that moved:\n" + "\n".join(problems))
+        raise PluginError(
+            "the referee found results outside their recorded spread:\n" + "\n".join(problems)
+        )
     compared = len(now)
     log.info(
         "referee: the headline numbers of %d stored results agree with %s (%.1f s)",

@@ -5,10 +5,14 @@
 - ``record-probes FILE [--force]``: record the probes into FILE. A run whose probe computes
   differently at the same ``VERSION`` is refused (bump its ``VERSION`` first); ``--force``
   records it anyway, for the same code on a machine that rounds differently.
-- ``headlines FILE``: compare the headline numbers of the full results in the store with FILE.
-- ``record-headlines FILE``: record them (after checking the chapters' prose against them).
+- ``headlines FILE``: compare the headline numbers of the full results in the store with the
+  spread recorded in FILE (`attention_book.experiments.spread`); ``make crossmachine RECORD=1``
+  records it.
 - ``keys FILE``: write the key in the store of every full result (nothing is trained); CI keys
   the store it saves by a digest of that file.
+- ``train FILE [--jobs N]``: compute every full result that the store lacks, N runs at a time
+  (each on one thread), and write to FILE each run's CPU and wall-clock seconds and its
+  headline numbers. ``make crossmachine`` runs it under other CPU arithmetic and seeds.
 - ``--run NAME`` (repeatable) limits any command to those runs.
 
 In the repository, ``make probes`` records both files in ``tests/recorded/``.
@@ -18,19 +22,60 @@ from __future__ import annotations
 
 import argparse
 import json
+import multiprocessing
 import sys
+import time
 from collections.abc import Sequence
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
+from typing import Any
 
 from attention_book.experiments.probes import (
-    check_headlines,
     check_probes,
     declared_keys,
     declared_runs,
     probe_fingerprints,
-    record_headlines,
     record_probes,
 )
+from attention_book.experiments.spread import check_headlines, cpu_capability, headline_numbers
+
+
+def _train_one(name: str) -> dict[str, Any]:
+    """Compute (or load) one declared run's full result, in a worker process."""
+    run = next(run for run in declared_runs() if run.name == name)
+    cpu, wall = time.process_time(), time.perf_counter()
+    result = run.result()
+    found = {
+        "cpu_seconds": round(time.process_time() - cpu, 1),
+        "wall_seconds": round(time.perf_counter() - wall, 1),
+    }
+    if run.headline is not None:
+        found["numbers"] = {label: float(v) for label, v in run.headline(result).items()}
+    return found
+
+
+def train(runs: list[Any], jobs: int = 1) -> dict[str, Any]:
+    """Compute the full result of every run in `runs`, `jobs` at a time, in declared order.
+
+    A run that needs another's result (the length split needs the main Transformer) waits
+    for it on the store's lock, or computes it; its seconds then include that work, so the
+    declared order puts each run after those it reads.
+
+    Args:
+        runs: Declared runs.
+        jobs: Worker processes.
+
+    Returns:
+        ``{"cpu": ..., "runs": {name: {"cpu_seconds", "wall_seconds", "numbers"}}}``; a run
+        already in the store counts the seconds of loading it.
+    """
+    context = multiprocessing.get_context("spawn")  # no torch state shared with the parent
+    names = [run.name for run in runs]
+    with ProcessPoolExecutor(jobs, mp_context=context) as pool:
+        found = dict(zip(names, pool.map(_train_one, names), strict=True))
+    for name, entry in found.items():
+        print(f"{name}: {entry['cpu_seconds']:.0f} s CPU", file=sys.stderr)
+    return {"cpu": cpu_capability(), "runs": found}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -45,11 +90,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m attention_book.experiments", description=__doc__.splitlines()[0]
     )
-    commands = ["probes", "record-probes", "headlines", "record-headlines", "keys"]
+    commands = ["probes", "record-probes", "headlines", "keys", "train"]
     parser.add_argument("command", choices=commands)
     parser.add_argument("file", type=Path, help="the JSON file of recorded values")
     parser.add_argument("--run", action="append", help="only this run (repeatable)")
     parser.add_argument("--force", action="store_true", help="record-probes: even if changed")
+    parser.add_argument("--jobs", type=int, default=1, help="train: runs at a time")
     args = parser.parse_args(argv)
     runs = declared_runs()
     if args.run:
@@ -57,10 +103,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         if unknown:
             parser.error(f"no declared run named {unknown} (runs: {[r.name for r in runs]})")
         runs = [run for run in runs if run.name in args.run]
-    if args.command == "keys":
+    if args.command in ("keys", "train"):
+        found = declared_keys(runs) if args.command == "keys" else train(runs, args.jobs)
         args.file.parent.mkdir(parents=True, exist_ok=True)
-        text = json.dumps(declared_keys(runs), indent=1, sort_keys=True)
-        args.file.write_text(text + "\n", encoding="utf-8")
+        args.file.write_text(json.dumps(found, indent=1, sort_keys=True) + "\n", encoding="utf-8")
         return 0
     recorded = json.loads(args.file.read_text(encoding="utf-8")) if args.file.exists() else {}
     if args.command == "probes":
@@ -68,12 +114,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     elif args.command == "record-probes":
         problems = record_probes(args.file, runs, force=args.force)
         print(f"recorded {len(runs) - len(problems)} probes in {args.file}")
-    elif args.command == "headlines":
-        problems = check_headlines(recorded, runs)
     else:
-        written = record_headlines(args.file, runs)
-        print(f"recorded the headline numbers of {sorted(written)} in {args.file}")
-        problems = []
+        problems = check_headlines(recorded, runs, headline_numbers(runs))
     for problem in problems:
         print(problem, file=sys.stderr)
     return 1 if problems else 0

@@ -430,6 +430,5 @@ RUNS = (
         key=bahdanau_cache_key,
         headline=bahdanau_headline,
         tolerance=0.5,
-        drift=12.0,
     ),
 )

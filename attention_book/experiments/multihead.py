@@ -328,6 +328,5 @@ RUNS = (
         key=multihead_cache_key,
         headline=multihead_headline,
         tolerance=0.5,
-        drift=3.0,
     ),
 )

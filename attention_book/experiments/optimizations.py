@@ -361,7 +361,6 @@ def _declared(variant: str, seed: int) -> Run:
         key=lambda: optimizations_cache_key(variant, seed),
         headline=optimizations_headline,
         tolerance=0.002,
-        drift=0.005,
     )
 
 

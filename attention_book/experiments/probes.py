@@ -13,13 +13,11 @@ source. Two checks make that safe:
   ``VERSION``. Code that computes the same passes; code that computes something else fails in
   seconds, naming the run, until its ``VERSION`` is bumped and the probe re-recorded.
 - **The referee.** A probe can miss what only shows at full scale. Each run also declares its
-  headline numbers (test BLEU, accuracies, validation losses) and how far they may move;
-  `check_headlines` compares the full results in the store with the numbers recorded when they
-  were last trained, so a changed result is caught before a reader sees it. How far a number
-  may move depends on the machine: where the run's probe comes out bit for bit as it did on a
-  machine that recorded the numbers (`arithmetic`), the full run repeats that machine's
-  training and the run's tight ``tolerance`` applies; elsewhere the kernels round differently,
-  a training ends elsewhere, and only its measured ``drift`` can be asked for.
+  headline numbers (test BLEU, accuracies, validation losses);
+  `attention_book.experiments.spread` compares the full results in the store with the spread
+  recorded for them over other CPU arithmetic and seeds, so a changed result is caught before
+  a reader sees it. A probe's bits say nothing of where a full training ends on another
+  machine: the referee never asks for more than the measured spread.
 
 Every module that stores a result (the corpus of `attention_book.data.corpus`, the experiment
 modules) lists its cached runs in a tuple named ``RUNS``, one `attention_book.store.Run` each;
@@ -29,7 +27,6 @@ files (``make probes`` in the repository).
 
 from __future__ import annotations
 
-import hashlib
 import importlib
 import json
 import math
@@ -41,22 +38,17 @@ from typing import Any
 
 import torch
 
-from attention_book.store import Run, is_cached, library_versions
+from attention_book.store import Run, library_versions
 
 __all__ = [
     "PROBE_ATOL",
     "PROBE_RTOL",
-    "arithmetic",
-    "check_headlines",
     "check_probes",
-    "cpu_capability",
     "declared_keys",
     "declared_runs",
     "differences",
     "fingerprint",
-    "headline_numbers",
     "probe_fingerprints",
-    "record_headlines",
     "record_probes",
 ]
 
@@ -322,125 +314,6 @@ def record_probes(path: Path, runs: list[Run] | None = None, *, force: bool = Fa
     return refused
 
 
-def arithmetic(run: Run) -> str:
-    """A digest of the exact bits of `run`'s probe on this machine, on one thread.
-
-    Two machines with the same digest computed the probe's training steps bit for bit alike,
-    and so run the same kernels the same way. The name of PyTorch's vector instructions is not
-    enough to tell: two AVX-512 machines that built this book rounded differently (every
-    probe but three differed in its last bits), and their full trainings ended up to 6.4
-    BLEU apart, within the drift measured with other instructions. The same code on a
-    machine with the same digest trains the full run to the same result; on another, to a
-    nearby one.
-
-    Args:
-        run: A declared run.
-
-    Returns:
-        16 hexadecimal digits of the SHA-256 of the probe's `fingerprint`, as exact JSON.
-    """
-    from attention_book.timing import torch_threads
-
-    with torch_threads(1):
-        value = fingerprint(run.probe())
-    text = json.dumps(value, sort_keys=True)  # floats as their shortest exact repr
-    return hashlib.sha256(text.encode()).hexdigest()[:16]
-
-
-def headline_numbers(runs: list[Run] | None = None, *, train: bool = False) -> dict[str, Any]:
-    """The headline numbers of the full results, for the runs that declare some.
-
-    Args:
-        runs: The runs; every declared run by default.
-        train: Compute the results that are not in the store; by default they are skipped.
-
-    Returns:
-        ``{name: {"version": ..., "cpu": ..., "arithmetic": ..., "numbers": {label: number}}}``:
-        the `cpu_capability` and the `arithmetic` of this machine say where they were computed.
-    """
-    found = {}
-    for run in declared_runs() if runs is None else runs:
-        if run.headline is None:
-            continue
-        if not train and ((key := run.key()) is None or not is_cached(run.name, key)):
-            continue
-        numbers = {label: float(value) for label, value in run.headline(run.result()).items()}
-        found[run.name] = {
-            "version": run.version,
-            "cpu": cpu_capability(),
-            "arithmetic": arithmetic(run),
-            "numbers": numbers,
-        }
-    return found
-
-
-def cpu_capability() -> str:
-    """The vector instructions PyTorch's CPU kernels use here: "AVX512", "AVX2", "DEFAULT"...
-
-    Returns:
-        ``torch.backends.cpu.get_cpu_capability()``.
-    """
-    return torch.backends.cpu.get_cpu_capability()
-
-
-def _machines(entry: Mapping[str, Any]) -> list[Mapping[str, Any]]:
-    """The recorded numbers of a run: the reference machine's first, then other machines'."""
-    return [entry, *entry.get("others", [])]
-
-
-def check_headlines(
-    recorded: Mapping[str, Any],
-    runs: list[Run] | None = None,
-    now: Mapping[str, Any] | None = None,
-) -> list[str]:
-    """The referee: compare the headline numbers of the stored full results with `recorded`.
-
-    Only results in the store are compared (the site build has just trained what it shows).
-    On a machine whose `arithmetic` for the run is one recorded with its numbers, each number
-    may move by the run's `tolerance` from that machine's; on any other, by its `drift` from
-    the reference machine's: other kernels round differently, and a training that rounds
-    differently ends elsewhere.
-
-    Args:
-        recorded: The recorded file's content (`record_headlines` wrote it).
-        runs: The runs; every declared run by default.
-        now: Their `headline_numbers`, if already computed.
-
-    Returns:
-        One message per number that moved beyond its tolerance, or per run whose version has
-        no recorded numbers; empty if all agree.
-    """
-    runs = declared_runs() if runs is None else runs
-    problems = []
-    for name, numbers in (headline_numbers(runs) if now is None else now).items():
-        run = next(r for r in runs if r.name == name)
-        theirs = recorded.get(name)
-        if theirs is None or theirs["version"] != run.version:
-            problems.append(
-                f"{name}: no headline numbers recorded for VERSION {run.version}: check the "
-                "chapter's prose against the new result, then record them (make probes)"
-            )
-            continue
-        same = [m for m in _machines(theirs) if m.get("arithmetic") == numbers.get("arithmetic")]
-        reference = same[0] if same else theirs
-        allowed = run.tolerance if same else run.drift
-        where = (
-            f"on {numbers['cpu']} kernels whose probe is bit for bit the recorded machine's"
-            if same
-            else f"on {numbers['cpu']} kernels that round unlike every recorded machine's "
-            f"(recorded on {theirs.get('cpu')})"
-        )
-        for label, value in numbers["numbers"].items():
-            expected = reference["numbers"].get(label)
-            if expected is None or abs(value - expected) > allowed:
-                problems.append(
-                    f"{name}: {label} is {value:.4g}, recorded {expected} (tolerance "
-                    f"±{allowed:g} {where}): the full run computes differently from when it "
-                    f"was recorded. {_advice(run)}"
-                )
-    return problems
-
-
 def declared_keys(runs: list[Run] | None = None) -> dict[str, Any]:
     """The key in the store of every declared full result, without training anything.
 
@@ -455,42 +328,3 @@ def declared_keys(runs: list[Run] | None = None) -> dict[str, Any]:
         ``{name: key or None}``.
     """
     return {run.name: run.key() for run in (declared_runs() if runs is None else runs)}
-
-
-def record_headlines(path: Path, runs: list[Run] | None = None) -> dict[str, Any]:
-    """Write the headline numbers of the stored full results to `path` (others kept).
-
-    A run recorded at its current ``VERSION`` keeps the numbers of the machines already
-    recorded: this machine's replace those of the machine with the same `arithmetic`, or are
-    added beside them (under ``"others"``); the first machine stays the reference. At a new
-    ``VERSION``, this machine's numbers replace all.
-
-    Args:
-        path: The JSON file of recorded headline numbers.
-        runs: The runs; every declared run by default.
-
-    Returns:
-        What was written for the runs recorded now.
-    """
-    recorded = _read(path)
-    now = headline_numbers(runs)
-    for name, entry in now.items():
-        old = recorded.get(name)
-        if old is None or old["version"] != entry["version"]:
-            recorded[name] = entry
-            continue
-        machines = [m for m in _machines(old) if m.get("arithmetic") != entry["arithmetic"]]
-        if len(machines) == len(_machines(old)):  # a new machine: added beside the reference
-            machines.append(entry)
-        else:  # this machine's numbers again: at their place
-            machines = [entry if m.get("arithmetic") == entry["arithmetic"] else m
-                        for m in _machines(old)]  # fmt: skip
-        reference, *others = machines
-        fields = ("cpu", "arithmetic", "numbers")
-        recorded[name] = {
-            "version": entry["version"],
-            **{field: reference[field] for field in fields if field in reference},
-            **({"others": [{f: m[f] for f in fields} for m in others]} if others else {}),
-        }
-    _write(path, recorded)
-    return now

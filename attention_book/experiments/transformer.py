@@ -404,7 +404,6 @@ RUNS = (
         key=transformer_cache_key,
         headline=transformer_headline,
         tolerance=0.5,
-        drift=3.0,
     ),
 )
 

@@ -437,7 +437,6 @@ RUNS = (
         key=_length_key,
         headline=transformer_length_headline,
         tolerance=0.5,
-        drift=12.0,
     ),
     Run(
         "transformer-norm",
@@ -447,7 +446,6 @@ RUNS = (
         key=lambda: transformer_studies_key(NORM_CONFIG),
         headline=transformer_norm_headline,
         tolerance=0.005,
-        drift=0.02,
     ),
     Run(
         "transformer-norm-warmup",
@@ -457,7 +455,6 @@ RUNS = (
         key=lambda: transformer_studies_key(NORM_WARMUP_CONFIG),
         headline=transformer_norm_warmup_headline,
         tolerance=0.005,
-        drift=0.02,
     ),
 )
 

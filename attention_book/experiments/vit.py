@@ -440,6 +440,5 @@ RUNS = (
         key=vit_cache_key,
         headline=vit_headline,
         tolerance=0.5,
-        drift=2.0,
     ),
 )

@@ -21,6 +21,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
+from attention_book.store import seed_offset
 from attention_book.training.metrics import accuracy
 
 if TYPE_CHECKING:
@@ -47,9 +48,14 @@ LossFn = Callable[[nn.Module, Sequence[torch.Tensor]], "torch.Tensor | tuple[tor
 def set_seed(seed: int) -> None:
     """Seed Python's, NumPy's and PyTorch's random generators (CPU and every GPU).
 
+    The seed is shifted by `attention_book.store.seed_offset` (0 unless
+    ``$ATTENTION_BOOK_SEED_OFFSET`` is set, as ``make crossmachine`` does to measure how far
+    a training's results move with its seed).
+
     Args:
         seed: The seed.
     """
+    seed += seed_offset()
     random.seed(seed)
     np.random.seed(seed)
     torch.manual_seed(seed)  # also seeds every CUDA device

@@ -1,0 +1,188 @@
+"""The referee's yardstick: how far each headline number moves with the machine and the seed.
+
+A training run on another CPU rounds differently, and a rounding difference in step one grows
+into another end point: the same code gives test BLEU a point or more apart on two machines.
+So a headline number is not one value but a spread, measured by training every declared run
+again under other arithmetic and other seeds (``make crossmachine RECORD=1``, see
+`booktools.crossmachine`):
+
+- the arithmetic: PyTorch's vector kernels (``ATEN_CPU_CAPABILITY``), MKL's code path
+  (``MKL_CBWR``) and oneDNN's instructions (``ONEDNN_MAX_CPU_ISA``) held to AVX2, or to the
+  plainest code each has, emulate the CPUs most readers have on any machine;
+- the seed: every training's seed shifted by 1 and by 2 (`attention_book.store.seed_offset`),
+  under the AVX2 arithmetic.
+
+``tests/recorded/headlines.json`` keeps each variant's numbers. The rule that turns them into
+a tolerance (`allowed_range`): a fresh number may fall anywhere between the smallest and the
+largest recorded value, widened on each side by half that range (and by at least the run's
+declared ``tolerance``, its smallest meaningful step). Five variants underestimate the true
+spread; half again is the margin for that. The referee (`check_headlines`, run by the build)
+holds every stored result to it, and says by how much a number left it.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from attention_book.store import Run, is_cached
+
+__all__ = [
+    "allowed_range",
+    "check_headlines",
+    "cpu_capability",
+    "headline_numbers",
+    "record_headlines",
+]
+
+
+def cpu_capability() -> str:
+    """The vector instructions PyTorch's CPU kernels use here: "AVX512", "AVX2", "DEFAULT"...
+
+    Returns:
+        ``torch.backends.cpu.get_cpu_capability()``.
+    """
+    return torch.backends.cpu.get_cpu_capability()
+
+
+def headline_numbers(runs: list[Run], *, train: bool = False) -> dict[str, dict[str, float]]:
+    """The headline numbers of the full results, for the runs that declare some.
+
+    Args:
+        runs: The runs.
+        train: Compute the results that are not in the store; by default they are skipped.
+
+    Returns:
+        ``{name: {label: number}}``.
+    """
+    found = {}
+    for run in runs:
+        if run.headline is None:
+            continue
+        if not train and ((key := run.key()) is None or not is_cached(run.name, key)):
+            continue
+        found[run.name] = {label: float(v) for label, v in run.headline(run.result()).items()}
+    return found
+
+
+def allowed_range(values: list[float], tolerance: float) -> tuple[float, float]:
+    """Where a fresh number may fall, given its recorded variants: the referee's rule.
+
+    Args:
+        values: The number in each recorded variant (arithmetic and seed).
+        tolerance: The least margin on each side (the run's smallest meaningful step).
+
+    Returns:
+        ``(low, high)``: the recorded range, widened on each side by half its width, or by
+        `tolerance` where that is more.
+
+    Raises:
+        ValueError: If `values` is empty or `tolerance` is negative.
+    """
+    if not values:
+        raise ValueError("values must hold at least one recorded number, got none")
+    if tolerance < 0:
+        raise ValueError(f"tolerance must be at least 0, got {tolerance}")
+    low, high = min(values), max(values)
+    margin = max((high - low) / 2, tolerance)
+    return low - margin, high + margin
+
+
+def check_headlines(
+    recorded: Mapping[str, Any], runs: list[Run], now: Mapping[str, Mapping[str, float]]
+) -> list[str]:
+    """The referee: compare fresh headline numbers with their recorded spread.
+
+    Args:
+        recorded: The recorded file's content (`record_headlines` wrote it).
+        runs: The declared runs.
+        now: The fresh numbers, ``{name: {label: number}}`` (`headline_numbers`).
+
+    Returns:
+        One message per number outside its `allowed_range`, or per run whose version has no
+        recorded numbers, each saying by how much and what to do; empty if all agree.
+    """
+    problems = []
+    for name, numbers in now.items():
+        run = next(r for r in runs if r.name == name)
+        theirs = recorded.get(name)
+        if theirs is None or theirs.get("version") != run.version:
+            problems.append(
+                f"{name}: no headline numbers recorded for {run.version_name} {run.version}: "
+                "train it under the other arithmetic and seeds and record their spread (make "
+                "crossmachine RECORD=1), then check the chapter's prose against it"
+            )
+            continue
+        variants = theirs["variants"]
+        for label, value in numbers.items():
+            values = [v["numbers"][label] for v in variants.values() if label in v["numbers"]]
+            if not values:
+                problems.append(
+                    f"{name}: {label} has no recorded value (make crossmachine RECORD=1)"
+                )
+                continue
+            low, high = allowed_range(values, run.tolerance)
+            if low <= value <= high:
+                continue
+            edge, side = (low, "below") if value < low else (high, "above")
+            problems.append(
+                f"{name}: {label} is {value:.4g}, {abs(value - edge):.3g} {side} what it may be "
+                f"({low:.4g} to {high:.4g}: the {len(values)} recorded variants span "
+                f"{min(values):.4g} to {max(values):.4g}, widened by half that range, at least "
+                f"±{run.tolerance:g}; here {cpu_capability()} kernels, recorded on "
+                f"{theirs.get('recorded_on', 'another machine')}).\n  {_advice(run)}"
+            )
+    return problems
+
+
+def _advice(run: Run) -> str:
+    return (
+        f"If you changed what {run.name} computes, bump {run.version_name} in "
+        f"{run.module or 'its module'}, re-record its probe (make probes) and its spread (make "
+        "crossmachine RECORD=1), and read the chapter's sentences against the new numbers. If "
+        "you changed nothing it computes, this machine trains it to a number the recorded "
+        "arithmetic and seeds never reached: run make crossmachine here, and add this "
+        "machine's numbers as a variant (make crossmachine RECORD=1 keeps the recorded ones) "
+        "once the chapter's verdicts hold for them."
+    )
+
+
+def record_headlines(
+    path: Path, runs: list[Run], variants: Mapping[str, Mapping[str, Mapping[str, float]]]
+) -> dict[str, Any]:
+    """Write the headline numbers of every variant to `path`.
+
+    A run recorded at its current ``VERSION`` keeps the variants of earlier recordings that
+    are not recorded again (another machine's); at a new ``VERSION`` only these are kept.
+
+    Args:
+        path: The JSON file of recorded headline numbers.
+        runs: The declared runs.
+        variants: ``{variant: {run name: {label: number}}}``, e.g. from `headline_numbers`
+            of each variant's store.
+
+    Returns:
+        The file's new content.
+    """
+    try:
+        recorded = json.loads(Path(path).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        recorded = {}
+    for run in runs:
+        fresh = {v: {"numbers": dict(n[run.name])} for v, n in variants.items() if run.name in n}
+        if not fresh:
+            continue
+        old = recorded.get(run.name, {})
+        kept = old.get("variants", {}) if old.get("version") == run.version else {}
+        recorded[run.name] = {
+            "version": run.version,
+            "recorded_on": f"{cpu_capability()} kernels, torch {torch.__version__}",
+            "variants": {**kept, **fresh},
+        }
+    text = json.dumps(recorded, indent=1, sort_keys=True, ensure_ascii=False) + "\n"
+    Path(path).write_text(text, encoding="utf-8")
+    return recorded
