@@ -35,12 +35,12 @@ from typing import Any
 
 from attention_book.experiments.probes import declared_runs
 from attention_book.experiments.spread import (
+    HEADLINES,
     allowed_range,
     check_headlines,
     cpu_capability,
     record_headlines,
 )
-from booktools.referee import HEADLINES
 
 ROOT = Path(__file__).resolve().parents[1]
 #: Where each variant's store, numbers and the table go.

@@ -18,12 +18,9 @@ from pathlib import Path
 from mkdocs.exceptions import PluginError
 
 from attention_book.experiments.probes import declared_runs
-from attention_book.experiments.spread import check_headlines, headline_numbers
+from attention_book.experiments.spread import HEADLINES, check_headlines, headline_numbers
 
 log = logging.getLogger("mkdocs.hooks.book")
-
-#: The recorded spread of the headline numbers, written by ``make crossmachine RECORD=1``.
-HEADLINES = Path(__file__).resolve().parents[1] / "tests" / "recorded" / "headlines.json"
 
 
 def referee(path: Path = HEADLINES) -> int:

@@ -32,12 +32,17 @@ import torch
 from attention_book.store import Run, is_cached
 
 __all__ = [
+    "HEADLINES",
     "allowed_range",
     "check_headlines",
     "cpu_capability",
     "headline_numbers",
     "record_headlines",
+    "recorded_values",
 ]
+
+#: The recorded spreads, in the repository (``make crossmachine RECORD=1`` writes them).
+HEADLINES = Path(__file__).resolve().parents[2] / "tests" / "recorded" / "headlines.json"
 
 
 def cpu_capability() -> str:
@@ -149,6 +154,24 @@ def _advice(run: Run) -> str:
         "machine's numbers as a variant (make crossmachine RECORD=1 keeps the recorded ones) "
         "once the chapter's verdicts hold for them."
     )
+
+
+def recorded_values(name: str, path: Path = HEADLINES) -> dict[str, dict[str, float]]:
+    """The recorded headline numbers of one run, by variant, for a sentence that reads them.
+
+    Args:
+        name: The run's name.
+        path: The recorded file.
+
+    Returns:
+        ``{variant: {label: number}}``; empty if the run has none recorded.
+    """
+    try:
+        recorded = json.loads(Path(path).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return {}
+    variants = recorded.get(name, {}).get("variants", {})
+    return {variant: dict(entry["numbers"]) for variant, entry in variants.items()}
 
 
 def record_headlines(
