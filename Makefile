@@ -3,7 +3,9 @@
 #   make test    set up, then run the whole gate (what CI runs)
 #   make page PAGE=docs/chapters/x.md   the same gate for one page (see CONTRIBUTING.md)
 #   make notebooks   run every chapter's downloadable notebook (CI runs it after make test)
-#   make probes      record the probes and headline numbers of the experiments (tests/recorded)
+#   make probes      record the probes of the experiments (tests/recorded/probes.json)
+#   make crossmachine   train the experiments under other CPU arithmetic, referee and read them
+#                       (RECORD=1: under every variant, and record their spread first)
 #   make drift       the unit tests and snippets on the newest releases, no pins (CI: weekly)
 # Every target installs what it needs first; nothing relies on what was installed by hand.
 
@@ -18,7 +20,7 @@ export PYTHONDONTWRITEBYTECODE := 1
 export NO_MKDOCS_2_WARNING := 1
 
 .PHONY: setup serve site test page notebooks probes lint workflows unit snippets build links browser \
-	chromium drift clean clean-cache
+	chromium drift crossmachine clean clean-cache
 
 setup: $(STAMP)
 
@@ -118,11 +120,18 @@ drift:
 	  --junitxml=drift-report/snippets.xml || status=1; \
 	exit $$status
 
-# Record the probes and the headline numbers of the declared runs (see CONTRIBUTING.md, "A
-# training run"): after a VERSION bump, or after checking a changed result against the prose.
+# Record the probes of the declared runs (see CONTRIBUTING.md, "A training run"): after a
+# VERSION bump.
 probes: setup
 	$(BIN)/python -m attention_book.experiments record-probes tests/recorded/probes.json
-	$(BIN)/python -m attention_book.experiments record-headlines tests/recorded/headlines.json
+
+# Other machines, emulated (booktools/crossmachine.py): every declared run trained under AVX2
+# and under the plainest kernels, each into its own store in .cache/crossmachine/, then the
+# referee and the verdict tests on each; the table of numbers goes to .cache/crossmachine/table.md.
+# RECORD=1 trains five variants (three arithmetics, two more seeds) and records their spread in
+# tests/recorded/headlines.json first. About 10 minutes a variant on two cores. CI: weekly.
+crossmachine: setup
+	$(BIN)/python -m booktools.crossmachine $(if $(RECORD),--record)
 
 # A Chromium for the browser check: Debian's chromium, installed when none is found (root, or
 # sudo). A Chrome that is already installed (as on GitHub's runners) is used as it is.

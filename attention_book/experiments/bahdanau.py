@@ -120,7 +120,7 @@ BAHDANAU_CONFIG = BahdanauConfig()
 #: Its two models: without attention, and with Bahdanau attention.
 MODELS = ("plain", "attention")
 #: Its probe: the same code on two batches and six sentences, in about a second.
-BAHDANAU_PROBE = BahdanauConfig(num_epochs=2, max_batches=2, max_sentences=6)
+BAHDANAU_PROBE = BahdanauConfig(num_epochs=2, warmup_steps=2, max_batches=2, max_sentences=6)
 # --8<-- [end:config]
 
 #: Source-length buckets (number of tokens, both ends included) for BLEU against length.

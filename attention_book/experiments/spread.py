@@ -23,12 +23,17 @@ holds every stored result to it, and says by how much a number left it.
 from __future__ import annotations
 
 import json
+import multiprocessing
+import sys
+import time
 from collections.abc import Mapping
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
 import torch
 
+from attention_book.experiments.probes import declared_runs
 from attention_book.store import Run, is_cached
 
 __all__ = [
@@ -39,6 +44,7 @@ __all__ = [
     "headline_numbers",
     "record_headlines",
     "recorded_values",
+    "train",
 ]
 
 #: The recorded spreads, in the repository (``make crossmachine RECORD=1`` writes them).
@@ -209,3 +215,41 @@ def record_headlines(
     text = json.dumps(recorded, indent=1, sort_keys=True, ensure_ascii=False) + "\n"
     Path(path).write_text(text, encoding="utf-8")
     return recorded
+
+
+def _train_one(name: str) -> dict[str, Any]:
+    """Compute (or load) one declared run's full result, in a worker process."""
+    run = next(run for run in declared_runs() if run.name == name)
+    cpu, wall = time.process_time(), time.perf_counter()
+    result = run.result()
+    found = {
+        "cpu_seconds": round(time.process_time() - cpu, 1),
+        "wall_seconds": round(time.perf_counter() - wall, 1),
+    }
+    if run.headline is not None:
+        found["numbers"] = {label: float(v) for label, v in run.headline(result).items()}
+    return found
+
+
+def train(runs: list[Any], jobs: int = 1) -> dict[str, Any]:
+    """Compute the full result of every run in `runs`, `jobs` at a time, in declared order.
+
+    A run that needs another's result (the length split needs the main Transformer) waits
+    for it on the store's lock, or computes it; its seconds then include that work, so the
+    declared order puts each run after those it reads.
+
+    Args:
+        runs: Declared runs.
+        jobs: Worker processes.
+
+    Returns:
+        ``{"cpu": ..., "runs": {name: {"cpu_seconds", "wall_seconds", "numbers"}}}``; a run
+        already in the store counts the seconds of loading it.
+    """
+    context = multiprocessing.get_context("spawn")  # no torch state shared with the parent
+    names = [run.name for run in runs]
+    with ProcessPoolExecutor(jobs, mp_context=context) as pool:
+        found = dict(zip(names, pool.map(_train_one, names), strict=True))
+    for name, entry in found.items():
+        print(f"{name}: {entry['cpu_seconds']:.0f} s CPU", file=sys.stderr)
+    return {"cpu": cpu_capability(), "runs": found}

@@ -41,7 +41,6 @@ __all__ = [
     "bahdanau_exercise_length_penalty",
     "bahdanau_exercise_long_bleu",
     "bahdanau_findings",
-    "epoch_time_verdict",
     "bahdanau_samples_table",
     "bahdanau_short_source_verdict",
     "bahdanau_summary",
@@ -49,6 +48,7 @@ __all__ = [
     "diagram_arrow",
     "diagram_axes",
     "diagram_box",
+    "epoch_time_verdict",
     "length_trend",
 ]
 
