@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from attention_book.experiments.bahdanau import bahdanau_cache_key
+from attention_book.experiments.bahdanau import MODELS, bahdanau_cache_key
 from attention_book.experiments.transformer import transformer_cache_key
 from attention_book.experiments.transformer_studies import LENGTH_SPLIT_CONFIG
 from attention_book.figures.transformer import copy_counts, digit_tokens, transformer_ceiling
@@ -43,7 +43,7 @@ FAR_BELOW = 30.0
 needs_stored_runs = pytest.mark.skipif(
     not (
         is_cached("transformer", transformer_cache_key())
-        and is_cached("bahdanau", bahdanau_cache_key())
+        and all(is_cached(f"bahdanau-{m}", bahdanau_cache_key()) for m in MODELS)
     ),
     reason="the Transformer and Bahdanau runs are not in the result store yet (make site)",
 )

@@ -351,7 +351,8 @@ def transformer_length_headline(result: dict[str, Any]) -> dict[str, float]:
         result: `transformer_length_experiment`'s result.
 
     Returns:
-        BLEU on the held-out sources up to the longest trained length, and beyond it.
+        BLEU on the held-out sources up to the longest trained length, beyond it, and on
+        those of 40 tokens or more (the group whose share of BLEU kept the chapter compares).
     """
     data = bahdanau_data()
     limit = LENGTH_SPLIT_CONFIG.max_train_length
@@ -364,6 +365,7 @@ def transformer_length_headline(result: dict[str, Any]) -> dict[str, float]:
         for label, keep in (
             (f"<= {limit}", lambda n: n <= limit),
             (f"> {limit}", lambda n: n > limit),
+            (">= 40", lambda n: n >= 40),
         ):
             chosen = [i for i, n in enumerate(lengths) if keep(n)]
             numbers[f"BLEU, {model}, sources of {label} tokens"] = token_bleu(

@@ -9,12 +9,14 @@ key/value cache.
 from __future__ import annotations
 
 import itertools
+from collections.abc import Sequence
 
 import matplotlib.pyplot as plt
 from matplotlib.figure import Figure
 
 from attention_book.data.text import tokenize
 from attention_book.experiments.bahdanau import LENGTH_BUCKETS, bahdanau_data, token_bleu
+from attention_book.experiments.spread import recorded_values
 from attention_book.experiments.transformer_studies import (
     LENGTH_SPLIT_CONFIG,
     NORM_CONFIG,
@@ -35,6 +37,7 @@ __all__ = [
     "transformer_kv_cache_verdict",
     "transformer_length_findings",
     "transformer_length_generalization",
+    "transformer_length_kept",
     "transformer_length_output_facts",
     "transformer_length_output_reading",
     "transformer_length_samples",
@@ -100,19 +103,32 @@ def transformer_length_findings() -> str:
             scores[key].append(bleu)
             cells.append(f"{name} {bleu:.1f} BLEU (output {ratio:.0%} of the reference length)")
         lines.append(f"- Sources of {group}, {len(chosen)} sentences: " + "; ".join(cells) + ".")
-    lines.append(transformer_length_verdict(scores))
+    recorded = [
+        transformer_length_kept(numbers)
+        for numbers in recorded_values("transformer-length").values()
+        if all(
+            f"BLEU, {m}, sources of >= 40 tokens" in numbers for m in ("transformer", "bahdanau")
+        )
+    ]
+    lines.append(transformer_length_verdict(scores, recorded))
     return "\n".join(lines) + "\n"
 
 
-def transformer_length_verdict(scores: dict[str, list[float]]) -> str:
+def transformer_length_verdict(
+    scores: dict[str, list[float]], recorded: Sequence[tuple[float, float]] = ()
+) -> str:
     """A bullet: how much of its BLEU each model kept on the longest sources, from the numbers.
 
     It says what was measured, the BLEU kept beyond the training lengths relative to within
-    them, and names no cause: the run does not isolate the position code's part.
+    them, and names no cause: the run does not isolate the position code's part. Whether the
+    order of the two models holds is read from the recorded trainings of other CPU arithmetic
+    and seeds, not from this one run.
 
     Args:
         scores: For "transformer" and "bahdanau", BLEU on the held-out sources of the lengths
             seen in training first and on the longest group (40 tokens or more) last.
+        recorded: The share each model kept, (Transformer, Bahdanau model), in each recorded
+            training of the split (`attention_book.experiments.spread.recorded_values`).
 
     Returns:
         One Markdown bullet.
@@ -124,11 +140,44 @@ def transformer_length_verdict(scores: dict[str, list[float]]) -> str:
         compared = "about as much as the Bahdanau model kept"
     else:
         compared = f"{'more' if ours > theirs else 'less'} than the Bahdanau model kept"
-    return (
+    text = (
         f"- On sources of 40 tokens or more, the Transformer keeps {ours:.0%} of its BLEU on "
         f"the lengths it was trained on, the Bahdanau model {theirs:.0%}: the Transformer kept "
-        f"{share} of it there, and {compared}. This one run, with one seed per model, measures "
-        "how much each kept; it does not show why."
+        f"{share} of it there, and {compared}."
+    )
+    if recorded:
+        mine = [r[0] for r in recorded]
+        others = [r[1] for r in recorded]
+        ranges = (
+            f"the Transformer kept {min(mine):.0%} to {max(mine):.0%}, the Bahdanau model "
+            f"{min(others):.0%} to {max(others):.0%}"
+        )
+        trainings = f"{len(recorded)} recorded trainings of the split (other CPU arithmetic, seeds)"
+        if all(a > b for a, b in recorded) or all(a < b for a, b in recorded):
+            way = "more" if recorded[0][0] > recorded[0][1] else "less"
+            text += f" The Transformer kept {way} in every one of the {trainings}: {ranges}."
+        else:
+            text += (
+                f" The order is not stable: across the {trainings}, {ranges}, and each model "
+                "came out ahead in some. One training cannot rank the two on these sentences."
+            )
+    return text + " These runs measure how much each kept; they do not show why."
+
+
+def transformer_length_kept(numbers: dict[str, float]) -> tuple[float, float]:
+    """The share of BLEU kept on sources of 40 tokens or more, from a run's headline numbers.
+
+    Args:
+        numbers: `transformer_length_headline` of one training.
+
+    Returns:
+        (Transformer, Bahdanau model): BLEU on those sources over BLEU on the trained lengths.
+    """
+    limit = LENGTH_SPLIT_CONFIG.max_train_length
+    return tuple(  # type: ignore[return-value]
+        numbers[f"BLEU, {m}, sources of >= 40 tokens"]
+        / numbers[f"BLEU, {m}, sources of <= {limit} tokens"]
+        for m in ("transformer", "bahdanau")
     )
 
 
