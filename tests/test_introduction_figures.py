@@ -36,7 +36,9 @@ def test_the_built_run_reads_as_the_page_said_before():
     assert facts["parameters_plain"] == "102,681" and facts["parameters_attention"] == "102,202"
     assert facts["plain_short"].startswith("And the model without attention is already weak")
     assert "a BLEU of 50.1 and translates 7.6% of them exactly right" in facts["plain_short"]
-    assert "attention helps a great deal on this corpus" in facts["verdict"]
+    assert (
+        "at this training budget, attention helps a great deal on this corpus" in facts["verdict"]
+    )
     assert "ahead by 49.5 to 70.9 BLEU points at every length" in facts["verdict"]
     assert "does not by itself show that the fixed context" in facts["verdict"]
 

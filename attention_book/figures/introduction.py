@@ -148,13 +148,14 @@ def introduction_evidence_verdicts(
     if ahead == len(gaps):
         size = "a great deal" if min(gaps) >= 10 else "somewhat"
         verdict = (
-            f"So the experiment shows that attention helps {size} on this corpus: the attention "
-            f"model is ahead by {min(gaps):.1f} to {max(gaps):.1f} BLEU points at every length"
+            f"So the experiment shows that, at this training budget, attention helps {size} on "
+            f"this corpus: the attention model is ahead by {min(gaps):.1f} to "
+            f"{max(gaps):.1f} BLEU points at every length"
         )
     else:
         verdict = (
-            f"So the experiment shows that attention helps on this corpus in {ahead} of the "
-            f"{len(gaps)} length buckets only"
+            "So the experiment shows that, at this training budget, attention helps on this "
+            f"corpus in {ahead} of the {len(gaps)} length buckets only"
         )
     if length_trend(bleu["plain"][0], bleu["plain"][-1]) == "falls":
         verdict += (
