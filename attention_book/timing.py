@@ -10,6 +10,7 @@ thread (`time.thread_time`), which the other processes of a loaded machine do no
 from __future__ import annotations
 
 import contextlib
+import math
 import statistics
 import time
 from collections.abc import Callable, Iterator
@@ -69,10 +70,14 @@ def median_seconds(
     clock: Callable[[], float] = time.perf_counter,
     *,
     warm_up: bool = True,
+    min_seconds: float = 0.0,
 ) -> float:
     """The median time of `repeats` runs of ``compute()``, after one untimed run.
 
     The untimed first run pays for what happens once (allocations, a kernel's first call).
+    Work that takes a fraction of a millisecond is timed in a loop: each timed run calls
+    ``compute()`` as many times as the first run says fill `min_seconds`, and counts the time
+    per call, so that the clock's resolution and the machine's jitter weigh little.
 
     Args:
         compute: What to time, called without arguments.
@@ -80,16 +85,31 @@ def median_seconds(
         clock: ``time.perf_counter`` (wall clock) or ``time.thread_time`` (CPU time of this
             thread).
         warm_up: Run ``compute()`` once before timing.
+        min_seconds: The least time of one timed run; 0 times single calls.
 
     Returns:
-        Seconds.
+        Seconds per call.
 
     Raises:
-        ValueError: If `repeats` is less than 1.
+        ValueError: If `repeats` is less than 1 or `min_seconds` is negative.
     """
+    if min_seconds < 0:
+        raise ValueError(f"min_seconds must be at least 0, got {min_seconds}")
     if warm_up:
         compute()
-    return statistics.median(_seconds(compute, repeats, clock))
+    calls = 1
+    if min_seconds > 0:  # a second call, warm now, says how many fill min_seconds
+        start = clock()
+        compute()
+        calls = max(1, math.ceil(min_seconds / max(clock() - start, 1e-9)))
+    if calls == 1:
+        return statistics.median(_seconds(compute, repeats, clock))
+
+    def loop() -> None:
+        for _ in range(calls):
+            compute()
+
+    return statistics.median(_seconds(loop, repeats, clock)) / calls
 
 
 def _seconds(compute: Callable[[], object], repeats: int, clock: Callable[[], float]) -> list:

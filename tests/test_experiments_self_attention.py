@@ -50,10 +50,30 @@ def test_timings_take_the_cpu_time_of_the_timing_thread(monkeypatch):
     # On a machine shared with other programs the wall clock counts their time too.
     clocks = []
 
-    def fake_median(compute, repeats, clock=time.perf_counter):
-        clocks.append(clock)
+    def fake_median(compute, repeats, clock=time.perf_counter, min_seconds=0.0):
+        clocks.append((clock, min_seconds))
         return 1e-3
 
     monkeypatch.setattr(self_attention_module, "median_seconds", fake_median)
     self_attention_module.self_attention_timings.__wrapped__(repeats=1)
-    assert clocks and set(clocks) == {time.thread_time}
+    # ... and each timed run lasts long enough that the clock's jitter weighs little.
+    assert clocks and set(clocks) == {(time.thread_time, self_attention_module.MIN_SECONDS)}
+
+
+def test_quick_work_is_timed_in_a_loop_and_counted_per_call():
+    from attention_book.timing import median_seconds
+
+    ticks, calls = iter(range(10_000)), []
+
+    def clock():  # one tick per reading: a call "takes" one tick, whatever it does
+        return float(next(ticks))
+
+    def compute():
+        calls.append(1)
+
+    # The calibration call reads 1 tick: 5 calls fill 5 ticks; each timed run of 5 calls
+    # reads 1 tick too, so 1/5 of a tick per call.
+    assert median_seconds(compute, 3, clock, min_seconds=5.0) == pytest.approx(0.2)
+    assert len(calls) == 1 + 1 + 3 * 5  # warm-up, calibration, three runs of five
+    with pytest.raises(ValueError, match="min_seconds must be at least 0, got -1"):
+        median_seconds(compute, 3, clock, min_seconds=-1)

@@ -13,7 +13,8 @@ length:
   stand-in for the maximum path length of Vaswani et al., Table 1).
 
 Both are cheap (seconds) and run at build time. Timings are medians over repeats on one CPU
-thread, by that thread's CPU time (`time.thread_time`), which the other processes of a loaded
+thread (each repeat at least `MIN_SECONDS` long, a loop of calls where one is quicker), by
+that thread's CPU time (`time.thread_time`), which the other processes of a loaded
 machine do not inflate as they inflate the wall clock; absolute times still depend on the
 machine. They are kept
 for the life of the process (`functools.cache`), so the figure and the table that show them
@@ -34,6 +35,7 @@ from attention_book.timing import median_seconds, torch_threads
 
 __all__ = [
     "FIT_FROM",
+    "MIN_SECONDS",
     "SEQUENCE_LENGTHS",
     "TIMING_WIDTH",
     "ConvLayer",
@@ -50,6 +52,11 @@ __all__ = [
 TIMING_WIDTH = 64
 #: Sequence lengths of the timing measurement.
 SEQUENCE_LENGTHS = (16, 32, 64, 128, 256, 512, 1024, 2048)
+#: Each timed run of a layer lasts at least this long: a call that takes a fraction of a
+#: millisecond is repeated in a loop and timed per call, so that the slope of the cheap layers
+#: does not follow the clock's jitter (one call each gave the convolution slopes from 0.8 to
+#: 1.5 on two runs of one machine).
+MIN_SECONDS = 0.02
 #: The slopes are fitted on lengths from this one up, where fixed per-call costs no longer
 #: dominate.
 FIT_FROM = 256
@@ -194,7 +201,10 @@ def self_attention_timings(repeats: int = 5) -> dict[str, dict[str, list[float] 
             layer.eval()
             seconds = [
                 median_seconds(
-                    partial(layer, torch.randn(1, n, TIMING_WIDTH)), repeats, time.thread_time
+                    partial(layer, torch.randn(1, n, TIMING_WIDTH)),
+                    repeats,
+                    time.thread_time,
+                    min_seconds=MIN_SECONDS,
                 )
                 for n in SEQUENCE_LENGTHS
             ]

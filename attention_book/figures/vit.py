@@ -287,9 +287,13 @@ def vit_findings() -> dict[str, str]:
         The training sizes at the two ends ("small", "full"), the number of seeds, and at
         each end the gap in points ("gap_small", "gap_full", CNN minus ViT), both models'
         error rates in % ("vit_error_small", "cnn_error_small", ...), their ratio
-        ("ratio_small", "ratio_full") and the share of its full-data accuracy each model
-        keeps with the smallest set ("kept_vit", "kept_cnn", in %).
+        ("ratio_small", "ratio_full"), the mean number of test images each gets wrong
+        ("vit_wrong_small", "cnn_wrong_full", ...: a ratio of small counts moves a lot with
+        one image; "ratio_step_full" is how much one CNN mistake more or fewer moves the
+        full-data ratio) and the share of its full-data accuracy each model keeps with the
+        smallest set ("kept_vit", "kept_cnn", in %).
     """
+    num_test = len(vit_digits()[3])
     sizes = VIT_CONFIG.train_sizes
     vit, cnn = _mean_accuracies("vit"), _mean_accuracies("cnn")
     readings = data_efficiency_readings(vit, cnn)
@@ -305,6 +309,12 @@ def vit_findings() -> dict[str, str]:
         values[f"ratio_{end}"] = f"{readings['error_ratio'][i]:.1f}"
         values[f"vit_error_{end}"] = f"{100 - vit[i]:.1f}"
         values[f"cnn_error_{end}"] = f"{100 - cnn[i]:.1f}"
+        values[f"vit_wrong_{end}"] = f"{(100 - vit[i]) * num_test / 100:.0f}"
+        values[f"cnn_wrong_{end}"] = f"{(100 - cnn[i]) * num_test / 100:.0f}"
+    values["num_test"] = f"{num_test:,}"
+    # One CNN mistake more or fewer, over the seeds' mean, moves the full-data ratio this much.
+    cnn_wrong = (100 - cnn[-1]) * num_test / 100
+    values["ratio_step_full"] = f"{readings['error_ratio'][-1] / max(cnn_wrong, 1):.1f}"
     return values
 
 
