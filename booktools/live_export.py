@@ -143,8 +143,8 @@ def result_name(name: str) -> str:
         name: One of `NAMES`.
 
     Returns:
-        ``transformer-<hash>`` or ``optimizations-baseline-seed0-<hash>``: `cache_path`'s name,
-        a hash of the run's declared key.
+        ``transformer-smoothing-0p1-<hash>`` or ``optimizations-baseline-seed0-<hash>``:
+        `cache_path`'s name, a hash of the run's declared key.
 
     Raises:
         ValueError: For an unknown name.
@@ -152,9 +152,13 @@ def result_name(name: str) -> str:
     from attention_book.store import cache_path
 
     if name == "translator":
-        from attention_book.experiments.transformer import transformer_cache_key
+        from attention_book.experiments.transformer import (
+            MODEL_SMOOTHING,
+            transformer_cache_key,
+            transformer_run_name,
+        )
 
-        return cache_path("transformer", transformer_cache_key()).stem
+        return cache_path(transformer_run_name(MODEL_SMOOTHING), transformer_cache_key()).stem
     if name == "gpt":
         from attention_book.experiments.optimizations import optimizations_cache_key
 

@@ -115,11 +115,18 @@ def test_the_reference_holds_pytorchs_decoding(live_models):
 
 
 def test_the_export_is_named_after_the_stored_result_and_the_exporter():
-    from attention_book.experiments.transformer import transformer_cache_key
+    from attention_book.experiments.transformer import (
+        MODEL_SMOOTHING,
+        transformer_cache_key,
+        transformer_run_name,
+    )
     from attention_book.store import cache_path
     from booktools.live_export import result_name
 
-    assert result_name("translator") == cache_path("transformer", transformer_cache_key()).stem
+    assert (
+        result_name("translator")
+        == cache_path(transformer_run_name(MODEL_SMOOTHING), transformer_cache_key()).stem
+    )
     assert len(exporter_digest()) == 8
     with pytest.raises(ValueError, match="name must be one of"):
         result_name("nope")

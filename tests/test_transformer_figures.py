@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 
 from attention_book.experiments.bahdanau import MODELS, bahdanau_cache_key
-from attention_book.experiments.transformer import transformer_cache_key
+from attention_book.experiments.transformer import transformer_cache_key, transformer_run_name
 from attention_book.experiments.transformer_studies import LENGTH_SPLIT_CONFIG
 from attention_book.figures.transformer import copy_counts, digit_tokens, transformer_ceiling
 from attention_book.figures.transformer_studies import (
@@ -42,7 +42,7 @@ FAR_BELOW = 30.0
 
 needs_stored_runs = pytest.mark.skipif(
     not (
-        is_cached("transformer", transformer_cache_key())
+        all(is_cached(transformer_run_name(eps), transformer_cache_key()) for eps in (0.0, 0.1))
         and all(is_cached(f"bahdanau-{m}", bahdanau_cache_key()) for m in MODELS)
     ),
     reason="the Transformer and Bahdanau runs are not in the result store yet (make site)",

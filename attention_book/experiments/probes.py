@@ -279,7 +279,10 @@ def check_probes(recorded: Mapping[str, Any], now: Mapping[str, Any], runs: list
 
 
 def record_probes(path: Path, runs: list[Run] | None = None, *, force: bool = False) -> list[str]:
-    """Run the probes and write their fingerprints to `path` (keeping the other runs' entries).
+    """Run the probes and write their fingerprints to `path`.
+
+    Recording every declared run drops the entries of runs no longer declared; recording some
+    keeps the other runs' entries.
 
     A run whose fingerprint changed while its ``VERSION`` did not is refused (its old entry
     stays): a new computation needs a new version, or a stale result would be loaded. Only
@@ -294,8 +297,13 @@ def record_probes(path: Path, runs: list[Run] | None = None, *, force: bool = Fa
     Returns:
         The refusals, one message per refused run; empty if everything was recorded.
     """
+    everything = runs is None
     runs = declared_runs() if runs is None else runs
     recorded = _read(path)
+    if everything:  # a run no longer declared (renamed, split) leaves the file
+        recorded = {
+            name: entry for name, entry in recorded.items() if name in {r.name for r in runs}
+        }
     now = probe_fingerprints(runs)
     refused = []
     for run in runs:

@@ -32,6 +32,7 @@ from attention_book.experiments.transformer import (
     TRANSFORMER_CONFIG,
     transformer_experiment,
     transformer_model_smoothing,
+    transformer_run_name,
 )
 from attention_book.experiments.transformer_timings import transformer_timings
 from attention_book.figures.bahdanau import bucket_label
@@ -244,9 +245,9 @@ def transformer_label_smoothing_table() -> str:
     header = ["label smoothing ε", "last epoch's training loss", "validation BLEU", "test BLEU"]
     other = next(eps for eps in result["runs"] if eps != chosen)
     label = "test BLEU, label smoothing {}"
+    mine, theirs = (recorded_values(transformer_run_name(eps)) for eps in (chosen, other))
     recorded = [
-        numbers[label.format(chosen)] - numbers[label.format(other)]
-        for numbers in recorded_values("transformer").values()
+        mine[v][label.format(chosen)] - theirs[v][label.format(other)] for v in mine if v in theirs
     ]
     return (
         markdown_table(header, rows)
