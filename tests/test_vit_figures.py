@@ -139,7 +139,10 @@ def test_augmentation_runs_read_as_the_chapter_says():
     cnn_plain, cnn_shifted = span(facts["cnn_loss_plain"]), span(facts["cnn_loss_shifted"])
     # "Within the budget, the ViT has not even fitted its shifted training images."
     assert vit_shifted[0] > max(vit_plain[1], cnn_plain[1], cnn_shifted[1])
-    assert vit_shifted[0] > 10 * vit_plain[1]
+    # "Not even fitted": above 1 nat, the right digit gets on average less than e^-1, about
+    # 37 %, of the probability. (A ratio to the unshifted runs' loss, 10 times as asserted
+    # before, held on one machine only: 9.9 on an AVX2 one.)
+    assert vit_shifted[0] > 1.0
     assert facts["vit_effect"].startswith("loses ")
     text = chapter_text(DATA)
     assert "Does augmentation help the ViT, at a fixed short budget?" in text
