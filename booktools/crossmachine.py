@@ -131,8 +131,10 @@ def table(trained: dict[str, dict[str, Any]], recorded: dict[str, Any]) -> str:
         "| run | number | " + " | ".join(names) + " | recorded | allowed |",
         "|---|---|" + "---|" * (len(names) + 2),
     ]
-    for run_name, run in runs.items():
-        labels = trained[names[0]]["runs"].get(run_name, {}).get("numbers", {})
+    trained_runs = list(trained[names[0]]["runs"])
+    for run_name in trained_runs:
+        run = runs[run_name]
+        labels = trained[names[0]]["runs"][run_name].get("numbers", {})
         for label in labels:
             cells = [f"{trained[n]['runs'][run_name]['numbers'][label]:.4g}" for n in names]
             values = [
@@ -147,7 +149,7 @@ def table(trained: dict[str, dict[str, Any]], recorded: dict[str, Any]) -> str:
                 f"| {run_name} | {label} | " + " | ".join(cells) + f" | {spread} | {allowed} |"
             )
     lines += ["", "| run | CPU seconds: " + " | ".join(names) + " |", "|---|" + "---|" * len(names)]
-    for run_name in runs:
+    for run_name in trained_runs:
         cells = [f"{trained[n]['runs'][run_name]['cpu_seconds']:.0f}" for n in names]
         lines.append(f"| {run_name} | " + " | ".join(cells) + " |")
     totals = [sum(r["cpu_seconds"] for r in trained[n]["runs"].values()) for n in names]
