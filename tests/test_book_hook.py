@@ -379,17 +379,18 @@ def test_a_block_that_trains_says_what_it_trains_and_for_how_long(tmp_path, monk
 
     monkeypatch.setenv("ATTENTION_BOOK_CACHE", str(tmp_path))
     (tmp_path / "compute-seconds.json").write_text(json.dumps({
-        "vit": {"seconds": 65.4, "cpus": 2, "date": "2026-12-01"},
-        "transformer": {"seconds": 250.0, "cpus": 2, "date": "2026-12-01"},
+        "vit-vit": {"seconds": 65.4, "cpus": 2, "date": "2026-12-01"},
+        "vit-cnn": {"seconds": 40.0, "cpus": 2, "date": "2026-12-01"},
+        "transformer-length": {"seconds": 250.0, "cpus": 2, "date": "2026-12-01"},
     }))  # fmt: skip
     lines = first_run_notes(TRAINING_PAGE).split("\n")
     notes = [number for number, line in enumerate(lines) if "The first run trains." in line]
     assert len(notes) == 2  # not the block that trains nothing, nor the listing
     first, second = (lines[number] for number in notes)
     assert lines[notes[0] + 2] == "```python"  # right before the block it is about
-    assert "`vit` (1 min 5 s on the machine that built this page, 2 CPU cores)" in first
+    assert "the `vit-…` runs it uses (40 s to 1 min 5 s each on the machine" in first
     assert second.startswith("    > ")  # indented like its block, inside the solution
-    assert "`transformer` (4 min 10 s" in second and "`transformer-length` (not timed" in second
+    assert "`transformer-length` (4 min 10 s on the machine" in second
     notebook = chapter_notebook(TRAINING_PAGE, "chapters/x/", "https://example.org/")
     assert sum("The first run trains." in cell.source for cell in notebook.cells) == 2
 

@@ -52,12 +52,12 @@ def test_the_functions_that_start_cached_runs_are_read_from_source():
 @pytest.mark.parametrize(
     "code, runs",
     [
-        ("from attention_book.experiments.vit import vit_experiment\nvit_experiment()", ("vit",)),
-        ("from attention_book.experiments.vit import vit_experiment as v\nr = v()", ("vit",)),
+        ("from attention_book.experiments.vit import vit_experiment\nvit_experiment()", ("vit-*",)),
+        ("from attention_book.experiments.vit import vit_experiment as v\nr = v()", ("vit-*",)),
         ("from attention_book.experiments import multihead as m\nm.multihead_experiment()",
          ("multihead",)),
         ("import attention_book.experiments.vit\nattention_book.experiments.vit.vit_experiment()",
-         ("vit",)),
+         ("vit-*",)),
         ("from attention_book.experiments.vit import vit_experiment", ()),  # imported, not called
         ("from attention_book.experiments.vit import vit_digits\nvit_digits()", ()),
         ("def vit_experiment():\n    pass\nvit_experiment()", ()),  # the reader's own function

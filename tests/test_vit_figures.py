@@ -26,7 +26,7 @@ from pathlib import Path
 import pytest
 
 from attention_book.experiments.spread import recorded_values
-from attention_book.experiments.vit import VIT_CONFIG, vit_cache_key
+from attention_book.experiments.vit import MODELS, VIT_CONFIG, vit_cache_key
 from attention_book.figures.vit import data_efficiency_readings
 from attention_book.store import is_cached
 
@@ -42,7 +42,7 @@ FLAT = 0.05
 NEAR_UNIFORM = 0.15
 
 needs_stored_result = pytest.mark.skipif(
-    not is_cached("vit", vit_cache_key()),
+    not all(is_cached(f"vit-{model}", vit_cache_key()) for model in MODELS),
     reason="the ViT experiment is not in the result store yet (make site trains it)",
 )
 

@@ -70,7 +70,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "probes":
         problems = check_probes(recorded, probe_fingerprints(runs), runs)
     elif args.command == "record-probes":
-        problems = record_probes(args.file, runs, force=args.force)
+        problems = record_probes(args.file, runs if args.run else None, force=args.force)
         print(f"recorded {len(runs) - len(problems)} probes in {args.file}")
     else:
         problems = check_headlines(recorded, runs, headline_numbers(runs))
