@@ -1,4 +1,4 @@
-"""Figures of the deep dive "FlashAttention measured on a GPU": the roofline and the GPU run.
+"""Figures of the deep dive "FlashAttention on a GPU": the roofline and the GPU run.
 
 The roofline model of naive and tiled attention against the ridge points of the GPUs of
 `attention_book.experiments.flash`, and the throughput that ``benchmarks/flash_gpu.py``
