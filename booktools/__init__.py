@@ -21,7 +21,9 @@ the ``attention_book`` wheel. One concept per module:
   on one page), `booktools.browser_scripts` (what it runs in the page) and `booktools.browsing`
   (the local server and Chromium);
 - `booktools.attr_lists`: the built pages checked for attribute lists left as text;
-- `booktools.referee`: the trained results' headline numbers against the recorded ones;
+- `booktools.referee`: the trained results' headline numbers against their recorded spread;
+- `booktools.crossmachine`: the declared runs trained under other CPU arithmetic and seeds,
+  each variant refereed and its verdict tests run (``make crossmachine``);
 - `booktools.run_notebooks`: every chapter's notebook run from top to bottom
   (``python -m booktools.run_notebooks``).
 """
