@@ -7,8 +7,8 @@ store of its own (``.cache/crossmachine/<variant>/``), and for each variant:
 1. runs the referee on its numbers (`attention_book.experiments.spread.check_headlines`);
 2. runs the verdict tests (``tests/test_*_figures.py``: the tests that hold each sentence the
    build writes against the stored results) on its store;
-3. prints a table, run × number × variant, with the range the referee allows, and each run's
-   CPU seconds (``.cache/crossmachine/table.md`` keeps it).
+3. prints a table, run × number × variant, with the range the referee allows, and the CPU
+   seconds each run took when it was trained (``.cache/crossmachine/table.md`` keeps it).
 
 The arithmetic is held by the variables that PyTorch, MKL and oneDNN read at start-up
 (`SETTINGS`); the seed by ``ATTENTION_BOOK_SEED_OFFSET`` (`attention_book.store.seed_offset`).
@@ -41,6 +41,7 @@ from attention_book.experiments.spread import (
     cpu_capability,
     record_headlines,
 )
+from attention_book.store import COMPUTE_TIMES
 
 ROOT = Path(__file__).resolve().parents[1]
 #: Where each variant's store, numbers and the table go.
@@ -112,7 +113,13 @@ def train(name: str, jobs: int) -> dict[str, Any]:
     command = [sys.executable, "-m", "attention_book.experiments", "train", str(numbers)]
     print(f"crossmachine: training the declared runs, variant {name!r}", flush=True)
     subprocess.run([*command, "--jobs", str(jobs)], env=environment(name), check=True)
-    return json.loads(numbers.read_text(encoding="utf-8"))
+    trained = json.loads(numbers.read_text(encoding="utf-8"))
+    # The CPU seconds each run took when it was computed (a run already stored only loads).
+    times = Path(environment(name)["ATTENTION_BOOK_CACHE"]) / COMPUTE_TIMES
+    computed = json.loads(times.read_text(encoding="utf-8")) if times.exists() else {}
+    for run_name, entry in trained["runs"].items():
+        entry["cpu_seconds"] = computed.get(run_name, {}).get("cpu_seconds", entry["cpu_seconds"])
+    return trained
 
 
 def verdict_tests(name: str) -> bool:
