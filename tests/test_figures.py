@@ -517,3 +517,17 @@ def test_the_epoch_time_sentence_follows_the_cpu_time_ratio_in_either_direction(
     assert "less although" in faster
     same = epoch_time_verdict({"plain": 50.0, "attention": 52.0})
     assert "about the same work" in same and "1.04 times" in same
+
+
+def test_the_norm_verdict_says_whether_each_comparison_holds_in_every_recorded_training():
+    from attention_book.figures.transformer_studies import transformer_norm_verdict as verdict
+
+    losses = _norm_losses(2.2, 1.9, 3.0)
+    steady = verdict(losses, 100, 0.01, {"post-norm against pre-norm": [(2.2, 1.9), (3.1, 1.8)]})
+    assert "post-norm against pre-norm ended above in every one of the 2" in steady
+    mixed = verdict(
+        losses, 100, 0.01, {"post-norm with warm-up against without": [(3.0, 2.2), (2.0, 3.1)]}
+    )
+    assert "ended below in 1 of the 2 and above in the others" in mixed
+    assert "is the seed's, not the norm's" in mixed
+    assert "recorded trainings" not in verdict(losses, 100, 0.01)

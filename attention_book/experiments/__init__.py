@@ -38,8 +38,9 @@ inputs it reads and the library versions, never by the source (`attention_book.s
 `attention_book.experiments.probes` replays a small probe of every run to show that code at
 an unchanged ``VERSION`` still computes the same; `attention_book.experiments.spread` holds
 the headline numbers of the full results to the spread recorded for them over other CPU
-arithmetic and seeds, and trains the runs for ``make crossmachine``. The figures of `attention_book.figures` import these functions and draw their
-results. The modules are not imported here: import the one you need.
+arithmetic and seeds, and trains the runs for ``make crossmachine``. The figures of
+`attention_book.figures` import these functions and draw their results. The modules are not
+imported here: import the one you need.
 
 Two functions read, from the modules' source, which code trains: `cached_runs` (the cached runs
 each experiment function may start) and `runs_started_by` (those a piece of code, such as a

@@ -43,6 +43,7 @@ __all__ = [
     "cpu_capability",
     "headline_numbers",
     "record_headlines",
+    "recorded_pairs",
     "recorded_values",
     "train",
 ]
@@ -178,6 +179,27 @@ def recorded_values(name: str, path: Path = HEADLINES) -> dict[str, dict[str, fl
         return {}
     variants = recorded.get(name, {}).get("variants", {})
     return {variant: dict(entry["numbers"]) for variant, entry in variants.items()}
+
+
+def recorded_pairs(first: tuple[str, str], second: tuple[str, str]) -> list[tuple[float, float]]:
+    """Two recorded numbers side by side, in every variant that recorded both.
+
+    A sentence that compares two numbers reads these to say whether the comparison holds in
+    every recorded training, not only in the build's own.
+
+    Args:
+        first: (run name, label) of the first number.
+        second: (run name, label) of the second.
+
+    Returns:
+        One (first, second) pair per variant, in the file's order of variants.
+    """
+    a, b = recorded_values(first[0]), recorded_values(second[0])
+    return [
+        (a[v][first[1]], b[v][second[1]])
+        for v in a
+        if v in b and first[1] in a[v] and second[1] in b[v]
+    ]
 
 
 def record_headlines(

@@ -16,7 +16,7 @@ from matplotlib.figure import Figure
 
 from attention_book.data.text import tokenize
 from attention_book.experiments.bahdanau import LENGTH_BUCKETS, bahdanau_data, token_bleu
-from attention_book.experiments.spread import recorded_values
+from attention_book.experiments.spread import recorded_pairs, recorded_values
 from attention_book.experiments.transformer_studies import (
     LENGTH_SPLIT_CONFIG,
     NORM_CONFIG,
@@ -280,7 +280,12 @@ def transformer_norm_curves() -> Figure:
     return fig
 
 
-def transformer_norm_verdict(losses: dict[str, list[float]], warmup_steps: int, peak: float) -> str:
+def transformer_norm_verdict(
+    losses: dict[str, list[float]],
+    warmup_steps: int,
+    peak: float,
+    recorded: dict[str, Sequence[tuple[float, float]]] | None = None,
+) -> str:
     """What the three deep stacks show, worded from their losses.
 
     Args:
@@ -288,10 +293,13 @@ def transformer_norm_verdict(losses: dict[str, list[float]], warmup_steps: int, 
             "post-norm, warm-up", all trained for the same number of steps.
         warmup_steps: The warmup of the third stack (the main run's).
         peak: The peak learning rate (the first two stacks' constant rate).
+        recorded: Per comparison (e.g. "post-norm against pre-norm"), the two losses of the
+            last 10 steps in each recorded training (`recorded_pairs`).
 
     Returns:
         A paragraph of Markdown.
     """
+    recorded = recorded or {}
     num_steps = len(losses["post-norm"])
     mean = {name: sum(curve[-10:]) / 10 for name, curve in losses.items()}
     post, pre, warm = mean["post-norm"], mean["pre-norm"], mean["post-norm, warm-up"]
@@ -333,16 +341,49 @@ def transformer_norm_verdict(losses: dict[str, list[float]], warmup_steps: int, 
         "than without warmup"
     )
     if warm < pre:
-        text += f" and below the pre-norm stack's {pre:.2f}.\n"
+        text += f" and below the pre-norm stack's {pre:.2f}."
     else:
-        text += f", and not below the pre-norm stack's {pre:.2f}.\n"
-    return text
+        text += f", and not below the pre-norm stack's {pre:.2f}."
+    return text + _in_every_training(recorded) + "\n"
+
+
+def _in_every_training(recorded: dict[str, Sequence[tuple[float, float]]]) -> str:
+    """Whether each comparison of the norm verdict holds in the recorded trainings."""
+    sentences = []
+    for what, pairs in recorded.items():
+        if not pairs:
+            continue
+        below = sum(a < b for a, b in pairs)
+        if below in (0, len(pairs)):
+            way = "below" if below else "above"
+            sentences.append(f"{what} ended {way} in every one of the {len(pairs)}")
+        else:
+            sentences.append(
+                f"{what} ended below in {below} of the {len(pairs)} and above in the others"
+            )
+    if not sentences:
+        return ""
+    return (
+        " Over the recorded trainings of these stacks (other CPU arithmetic, other seeds), "
+        + "; ".join(sentences)
+        + ": a comparison that does not hold in every one is the seed's, not the norm's."
+    )
 
 
 def transformer_norm_findings() -> str:
     """One paragraph with the three deep stacks' result, worded from the numbers."""
     config = NORM_WARMUP_CONFIG.norm.transformer
-    return transformer_norm_verdict(_norm_losses(), config.warmup_steps, config.lr)
+    loss = "loss of the last 10 steps, {}"
+    norm = ("transformer-norm", loss.format("post-norm"))
+    recorded = {
+        "post-norm against pre-norm": recorded_pairs(
+            norm, ("transformer-norm", loss.format("pre-norm"))
+        ),
+        "post-norm with warm-up against without": recorded_pairs(
+            ("transformer-norm-warmup", loss.format("post-norm, warm-up")), norm
+        ),
+    }
+    return transformer_norm_verdict(_norm_losses(), config.warmup_steps, config.lr, recorded)
 
 
 def transformer_kv_cache() -> Figure:
