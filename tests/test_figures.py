@@ -531,3 +531,13 @@ def test_the_norm_verdict_says_whether_each_comparison_holds_in_every_recorded_t
     assert "ended below in 1 of the 2 and above in the others" in mixed
     assert "is the seed's, not the norm's" in mixed
     assert "recorded trainings" not in verdict(losses, 100, 0.01)
+
+
+def test_the_bahdanau_spread_bullet_gives_both_ranges_and_the_order():
+    from attention_book.figures.bahdanau import spread_bullet
+
+    ahead = spread_bullet([(92.3, 29.4), (85.5, 26.1), (92.8, 29.5)])
+    assert "Over the 3 recorded trainings" in ahead
+    assert "from 85.5 to 92.8 and the plain model's from 26.1 to 29.5" in ahead
+    assert "ahead in every one, by 59.4 to 63.3 points" in ahead
+    assert "ahead in 1 of them only" in spread_bullet([(30.0, 29.0), (28.0, 29.0)])
