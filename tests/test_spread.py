@@ -89,6 +89,27 @@ def test_recording_keeps_other_variants_of_the_same_version_only(tmp_path):
     assert list(json.loads(path.read_text())["demo"]["variants"]) == ["avx2"]
 
 
+def test_recorded_pairs_put_two_numbers_side_by_side_in_each_variant(tmp_path, monkeypatch):
+    from attention_book.experiments.spread import recorded_pairs, recorded_values
+
+    path = tmp_path / "headlines.json"
+    run = demo_run()
+    other = Run("other", 1, probe=dict, result=dict, key=dict, headline=dict, tolerance=0.5)
+    record_headlines(path, [run, other], {
+        "avx2": {"demo": {"BLEU": 30.0}, "other": {"BLEU": 20.0}},
+        "default": {"demo": {"BLEU": 29.0}},  # "other" not recorded in this variant
+    })  # fmt: skip
+    assert recorded_values("demo", path) == {"avx2": {"BLEU": 30.0}, "default": {"BLEU": 29.0}}
+    assert recorded_values("missing", path) == {}
+    assert recorded_values("demo", tmp_path / "none.json") == {}
+    # The function reads the repository's file; point it at this one.
+    import attention_book.experiments.spread as spread
+
+    monkeypatch.setattr(spread, "HEADLINES", path)
+    monkeypatch.setattr(spread, "recorded_values", lambda name: recorded_values(name, path))
+    assert recorded_pairs(("demo", "BLEU"), ("other", "BLEU")) == [(30.0, 20.0)]
+
+
 def test_a_seed_offset_shifts_the_seeds_and_the_keys(monkeypatch):
     import torch
 
