@@ -88,7 +88,7 @@ def bahdanau_bleu_by_length() -> Figure:
 
 
 def bahdanau_summary() -> str:
-    """A Markdown table: parameters, hidden size, training time, final loss, overall BLEU."""
+    """A Markdown table: parameters, hidden size, training CPU time, final loss, overall BLEU."""
     result = bahdanau_experiment()
     references, _ = bahdanau_test_references()
     rows = []
@@ -98,12 +98,12 @@ def bahdanau_summary() -> str:
                 label,
                 f"{result['num_parameters'][name]:,}",
                 str(result["num_hiddens"][name]),
-                f"{result['train_seconds'][name]:.0f} s",
+                f"{result['train_cpu_seconds'][name]:.0f} s",
                 f"{result['train_loss'][name][-1]:.3f}",
                 f"{token_bleu(result['greedy'][name], references):.1f}",
             ]
         )
-    header = ["model", "parameters", "num_hiddens", "training time", "final train loss"]
+    header = ["model", "parameters", "num_hiddens", "training (CPU time)", "final train loss"]
     return markdown_table([*header, "test BLEU (greedy)"], rows)
 
 
