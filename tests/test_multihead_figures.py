@@ -9,7 +9,6 @@ cached experiment is checked against what the figures' alt texts say of it.
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 from attention_book.figures.multihead import (
@@ -110,12 +109,20 @@ def test_the_head_verdict_names_how_the_heads_share_the_neighbours():
 
 
 def test_the_cached_runs_read_as_the_alt_texts_say():
-    # The loss curves: "the one-head runs level off far above the two- and four-head runs,
-    # which fall steeply in the first epochs".
+    # The loss curves: "the one-head runs level off far above most two- and four-head runs,
+    # which fall steeply in the first epochs". Most, not all: with some seeds a two-head run
+    # falls into the one-head model's failure too (one of the 15 recorded two-head runs did,
+    # seed offset 2), and the caption then says so.
+    from attention_book.experiments.multihead import multihead_experiment
+
+    runs = multihead_experiment()["runs"]
+    one = min(r["train_loss"][-1] for r in runs if r["num_heads"] == 1)
+    more = [r["train_loss"] for r in runs if r["num_heads"] > 1]
+    steep = [loss for loss in more if loss[-1] * 10 <= one and loss[4] <= loss[0] / 100]
+    assert len(steep) > len(more) / 2
     caption = multihead_loss_facts()["caption"]
-    assert "end far above the others" in caption
-    (epoch,) = re.findall(r"by epoch (\d+)\.", caption)
-    assert int(epoch) <= 5
+    if len(steep) < len(more):
+        assert "Not every two- or four-head run falls below 1%" in caption
     # The heatmaps: "four heads: each attends mostly to one of the two neighbours".
     assert "each head serves one of the two neighbours" in multihead_head_facts()["spread"]
 

@@ -52,7 +52,11 @@ def chapter_text(page: str) -> str:
     return " ".join((CHAPTERS / page).read_text(encoding="utf-8").split())
 
 
-RECORDED = recorded_values("vit")
+#: The recorded numbers of both models' runs, merged per variant.
+RECORDED = {
+    variant: numbers | recorded_values("vit-cnn").get(variant, {})
+    for variant, numbers in recorded_values("vit-vit").items()
+}
 
 
 def recorded_means(variant: str) -> tuple[list[float], list[float]]:
