@@ -21,6 +21,7 @@ from __future__ import annotations
 import ast
 import hashlib
 import html
+import importlib.util
 import json
 import logging
 import multiprocessing
@@ -119,7 +120,20 @@ def figure_key(module: str, shows_results: bool, results: Path = RESULTS) -> str
     if shows_results:
         for path in sorted(results.glob("*.json")):
             digest.update(path.name.encode() + b"\0" + path.read_bytes())
+    if _reads_recorded_spread(module):  # its sentences read tests/recorded/headlines.json
+        from attention_book.experiments.spread import HEADLINES
+
+        if HEADLINES.exists():
+            digest.update(b"headlines\0" + HEADLINES.read_bytes())
     return digest.hexdigest()[:16]
+
+
+def _reads_recorded_spread(module: str) -> bool:
+    """Whether a figure module imports the recorded spreads (its words depend on them)."""
+    spec = importlib.util.find_spec(module)
+    if spec is None or spec.origin is None:
+        return False
+    return "attention_book.experiments.spread import" in Path(spec.origin).read_text("utf-8")
 
 
 def referenced_names(

@@ -100,6 +100,8 @@ def test_a_figure_key_changes_with_what_the_figure_draws_from_and_nothing_else(t
 
     shutil.copytree(ROOT / "attention_book", tmp_path / "attention_book")
     (tmp_path / "benchmarks" / "results").mkdir(parents=True)
+    (tmp_path / "tests" / "recorded").mkdir(parents=True)
+    (tmp_path / "tests" / "recorded" / "headlines.json").write_text("{}")
     edit = "\n# an edit\n"
     edits = [
         ["attention_book/experiments/multihead.py", edit],  # one chapter's experiment
@@ -107,6 +109,7 @@ def test_a_figure_key_changes_with_what_the_figure_draws_from_and_nothing_else(t
         ["attention_book/plotting.py", edit],  # drawing code that most figures use
         ["attention_book/figures/__init__.py", edit],  # how every SVG is saved
         ["benchmarks/results/run.json", "{}"],  # a committed benchmark result
+        ["tests/recorded/headlines.json", " "],  # the recorded spreads
     ]
     result = subprocess.run(
         [sys.executable, "-c", KEYS_SCRIPT, json.dumps(KEYED), json.dumps(edits)],
@@ -117,12 +120,13 @@ def test_a_figure_key_changes_with_what_the_figure_draws_from_and_nothing_else(t
         text=True,
         check=True,
     )
-    experiment, module, plotting, svg, results = map(set, json.loads(result.stdout))
+    experiment, module, plotting, svg, results, spreads = map(set, json.loads(result.stdout))
     assert experiment == {"multihead"}
     assert module == {"multihead", "self_attention"}
     assert {"multihead", "self_attention", "bahdanau"} <= plotting
     assert svg == {"multihead", "self_attention", "bahdanau", "flash"}
     assert results == {"flash"}  # only the figures that show benchmark results
+    assert spreads == {"multihead", "bahdanau"}  # only those whose sentences read the spreads
 
 
 def referenced(pattern) -> set[str]:

@@ -132,3 +132,14 @@ def test_the_page_words_its_verdicts_from_the_build():
     assert "{{ build:multihead_loss_facts.caption }}" in text
     assert "{{ build:multihead_head_facts.spread }}" in text
     assert "{{ build:multihead_head_facts.pairs }}" in text
+
+
+def test_the_spread_sentence_says_whether_two_heads_always_solved_it():
+    from attention_book.figures.multihead import multihead_spread_verdict
+
+    always = multihead_spread_verdict([100.0, 100.0, 100.0])
+    assert "two heads answered both questions every time" in always
+    once = multihead_spread_verdict([100.0, 90.26, 100.0])
+    assert "in 2; in the others a seed's run fell into the one-head failure" in once
+    assert "down to 90.3%" in once and "reachable, not certain" in once
+    assert multihead_spread_verdict([]) == ""
