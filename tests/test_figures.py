@@ -501,9 +501,10 @@ def test_the_smoothing_verdict_calls_a_difference_noise_when_the_recorded_spread
     assert "within the noise" in noise and "from -1.3 to +0.9 points" in noise
     assert "improves" not in noise
     above = smoothing_verdict("0.1", "0.0", 0.8, [0.5, 0.8, 1.2])
-    assert "ε = 0.1 is above in every one of them" in above and "within the noise" not in above
+    assert "Across the 3 recorded trainings" in above
+    assert "ε = 0.1 is above in every one." in above and "within the noise" not in above
     below = smoothing_verdict("0.1", "0.0", -0.8, [-0.5, -0.8, -1.2])
-    assert "ε = 0.1 is below in every one of them" in below
+    assert "ε = 0.1 is below in every one." in below
     assert smoothing_verdict("0.1", "0.0", 0.3, []).endswith("ε = 0.0.\n")
 
 

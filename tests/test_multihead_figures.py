@@ -140,6 +140,6 @@ def test_the_spread_sentence_says_whether_two_heads_always_solved_it():
     always = multihead_spread_verdict([100.0, 100.0, 100.0])
     assert "two heads answered both questions every time" in always
     once = multihead_spread_verdict([100.0, 90.26, 100.0])
-    assert "in 2; in the others a seed's run fell into the one-head failure" in once
+    assert "in 2 and fell short in 1, where a seed's run fell into the one-head failure" in once
     assert "down to 90.3%" in once and "reachable, not certain" in once
     assert multihead_spread_verdict([]) == ""

@@ -317,9 +317,10 @@ def multihead_spread_verdict(means: list[float]) -> str:
         )
     return (
         f"Over the {len(means)} recorded trainings of the experiment (other CPU arithmetic, "
-        f"other seeds), two heads answered both questions in {solved}; in the others a seed's "
-        f"run fell into the one-head failure (a mean accuracy down to {min(means):.1f}%): two "
-        "heads make the solution reachable, not certain."
+        f"other seeds), two heads answered both questions in {solved} and fell short in "
+        f"{len(means) - solved}, where a seed's run fell into the one-head failure (mean "
+        f"accuracy down to {min(means):.1f}%): two heads make the solution reachable, not "
+        "certain."
     )
 
 

@@ -283,7 +283,7 @@ def smoothing_verdict(chosen: str, other: str, change: float, recorded: Sequence
     )
     if low > 0 or high < 0:
         way = "above" if low > 0 else "below"
-        return text + f" ε = {chosen} is {way} in every one of them: {spread}.\n"
+        return text + f" {spread[0].upper()}{spread[1:]}: ε = {chosen} is {way} in every one.\n"
     return text + (
         f" That is within the noise: {spread}, so on this data and budget smoothing neither "
         "helps nor hurts measurably. Vaswani et al.'s gain in BLEU came on far larger data.\n"
