@@ -6,8 +6,9 @@ The same function three ways, from the easiest to read to the fastest, one file 
   (the textbook formula, which builds every score), and FlashAttention's tiled forward and
   backward passes (`tiled_attention_forward`, `tiled_attention_backward`, joined by the
   autograd Function `TiledAttention`). Runs on CPU and GPU; memory linear in the length.
-- `kernels`: the same algorithm as Triton kernels (a forward kernel, and FlashAttention-2's
-  backward made of a key/value kernel and a query kernel), plain ``@triton.jit`` functions.
+- `kernels`: the same algorithm as Triton kernels (a forward kernel, and a backward made of a
+  key/value kernel and a query kernel, as in Triton's tutorial: not FlashAttention-2's single
+  pass with atomic additions), plain ``@triton.jit`` functions.
 - `launch`: the launchers `triton_attention_forward` and `triton_attention_backward`, and the
   autograd Function `TritonAttention`.
 - `api`: `flash_attention`, the one entry point: it checks its inputs and picks a backend.
