@@ -542,3 +542,15 @@ def test_the_bahdanau_spread_bullet_gives_both_ranges_and_the_order():
     assert "from 85.5 to 92.8 and the plain model's from 26.1 to 29.5" in ahead
     assert "ahead in every one, by 59.4 to 63.3 points" in ahead
     assert "ahead in 1 of them only" in spread_bullet([(30.0, 29.0), (28.0, 29.0)])
+
+
+def test_the_cues_diagram_does_not_label_keys_and_query_as_the_two_cues():
+    # The chapter's "Both cues in one score" splits the score, not the inputs: d2l's labels
+    # (key-value pairs as the nonvolitional cues, the query as the volitional one) would
+    # contradict it.
+    from attention_book.figures.attention_cues import cues_qkv_diagram
+
+    fig = cues_qkv_diagram()
+    texts = " ".join(t.get_text() for t in fig.findobj(lambda a: hasattr(a, "get_text")))
+    assert "key-value pairs" in texts and "what we look for" in texts
+    assert "volitional" not in texts

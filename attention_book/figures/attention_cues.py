@@ -57,10 +57,11 @@ def _arrow(ax, start: tuple[float, float], end: tuple[float, float], style: str 
 def cues_qkv_diagram() -> Figure:
     """The query-key-value framework: a query scores every key; the scores weight the values.
 
-    Each key is paired with a value (the nonvolitional cues: what the inputs offer). The query
-    (the volitional cue: what we look for) is compared with every key by a scoring function;
-    the softmax of the scores gives the attention weights, and the output is the weighted sum
-    of the values.
+    Each key is paired with a value (what the inputs offer). The query (what we look for) is
+    compared with every key by a scoring function; the softmax of the scores gives the
+    attention weights, and the output is the weighted sum of the values. The figure does not
+    label either side as one of the two cues: in the chapter's reading both meet in the score,
+    its query-dependent part the volitional cue, a part of the key alone the nonvolitional one.
     """
     fig = new_figure((7.6, 3.9))
     ax = fig.add_axes((0, 0, 1, 1))
@@ -82,13 +83,13 @@ def cues_qkv_diagram() -> Figure:
     ax.text(
         1.95,
         1.15,
-        "nonvolitional cues:\nkey-value pairs\n(what the inputs offer)",
+        "key-value pairs:\nwhat the inputs offer",
         ha="center",
         va="center",
         fontsize=8.5,
     )
     # The query enters at the bottom and reaches every scoring function.
-    _box(ax, 5.4, 0.55, "query $q$  (volitional cue:\nwhat we look for)", _QUERY_COLOR, width=2.9)
+    _box(ax, 5.4, 0.55, "query $q$:\nwhat we look for", _QUERY_COLOR, width=2.9)
     ax.plot([4.0, 4.0], [0.86, 4.3], color="#b03030", linewidth=1.2)
     for y in rows:
         ax.plot([4.0, 4.0], [y, y], "o", color="#b03030", markersize=3.5)
