@@ -65,6 +65,11 @@ def test_the_referee_passes_inside_the_range_and_says_how_far_outside_it_a_numbe
     assert "0.5 above what it may be" in problem
 
 
+def test_the_referee_names_numbers_of_a_run_that_is_not_declared():
+    (problem,) = check_headlines(recorded(30.0), [demo_run()], {"gone": {"BLEU": 30.0}})
+    assert problem == "gone: not a declared run (its numbers come from older code)"
+
+
 def test_the_referee_asks_for_a_recording_of_a_new_version():
     run = demo_run(30.0, version=2)
     (problem,) = check_headlines(recorded(30.0), [run], {"demo": {"BLEU": 30.0}})

@@ -120,7 +120,10 @@ def check_headlines(
     """
     problems = []
     for name, numbers in now.items():
-        run = next(r for r in runs if r.name == name)
+        run = next((r for r in runs if r.name == name), None)
+        if run is None:
+            problems.append(f"{name}: not a declared run (its numbers come from older code)")
+            continue
         theirs = recorded.get(name)
         if theirs is None or theirs.get("version") != run.version:
             problems.append(
@@ -256,7 +259,7 @@ def _train_one(name: str) -> dict[str, Any]:
 def train(runs: list[Any], jobs: int = 1) -> dict[str, Any]:
     """Compute the full result of every run in `runs`, `jobs` at a time, in declared order.
 
-    A run that needs another's result (the length split needs the main Transformer) waits
+    A run that needs another's result (the timings decode with the main Transformer) waits
     for it on the store's lock, or computes it; its seconds then include that work, so the
     declared order puts each run after those it reads.
 
