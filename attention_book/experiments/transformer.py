@@ -368,7 +368,9 @@ def transformer_smoothing_run(eps: float) -> dict[str, Any]:
     """
     key = transformer_cache_key()
     return cached(
-        f"transformer-smoothing-{eps:g}".replace(".", "p"),  # transformer_run_name
+        # transformer_run_name's value, written out: the first-run notes of the chapters read
+        # the run's name from this call's source (`cached_runs`), and cannot follow a call.
+        f"transformer-smoothing-{eps:g}".replace(".", "p"),
         key,
         lambda: transformer_run(TRANSFORMER_CONFIG, (eps,)),
     )
