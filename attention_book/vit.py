@@ -12,7 +12,6 @@ import torch
 from torch import Tensor, nn
 from torch.nn import functional as F
 
-from attention_book.moved import moved_names
 from attention_book.multihead import MultiHeadAttention
 from attention_book.positional import LearnedPositionalEmbedding
 
@@ -457,9 +456,3 @@ def mean_attention_distance(
 
 
 # --8<-- [end:mean_attention_distance]
-
-
-# Swin's windows have their own module; their names still import from here.
-__getattr__ = moved_names(
-    __name__, {"attention_book.windows": ("window_merge", "window_partition")}
-)

@@ -122,12 +122,3 @@ def test_rope_offset_errors_are_rounding_errors():
     assert errors["float64"]["relative"] < 1e-12
     assert errors["float32"]["relative"] < 1e-5
     assert errors["float32"]["relative"] > errors["float64"]["relative"]
-
-
-def test_the_moved_measurements_still_import_from_the_optimizations_module():
-    from attention_book.experiments import optimizations, optimizations_measurements
-    from attention_book.experiments.optimizations import kv_cache_bytes as moved
-
-    assert moved is optimizations_measurements.kv_cache_bytes
-    with pytest.raises(AttributeError, match="no attribute 'nothing'"):
-        optimizations.nothing  # noqa: B018

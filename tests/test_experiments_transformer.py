@@ -79,20 +79,3 @@ def test_the_studies_keys_hold_the_versions_of_the_code_they_run():
         assert key["inputs"]["transformer_version"] == transformer.VERSION
         assert key["inputs"]["bahdanau_version"] == bahdanau.VERSION
         assert key["version"] == version
-
-
-def test_the_moved_names_still_import_from_the_transformer_module():
-    from attention_book.experiments import transformer_studies as studies
-    from attention_book.experiments.transformer import length_split as moved
-
-    assert moved is studies.length_split
-    from attention_book.experiments import transformer_timings as timings
-    from attention_book.experiments.transformer import transformer_timings as moved_twice
-    from attention_book.experiments.transformer_studies import TimingConfig
-
-    assert moved_twice is timings.transformer_timings  # moved twice: both old paths work
-    assert TimingConfig is timings.TimingConfig
-    with pytest.raises(AttributeError, match="no attribute 'nothing'"):
-        studies.nothing  # noqa: B018
-    with pytest.raises(AttributeError, match="no attribute 'nothing'"):
-        transformer.nothing  # noqa: B018

@@ -469,30 +469,6 @@ def test_the_short_source_verdict_says_how_far_behind_the_plain_model_is():
     assert "weak" not in verdict(99.0, 98.0)
 
 
-MOVED_FIGURES = [
-    ("bahdanau", "introduction_evidence_verdicts", "introduction"),
-    ("bahdanau", "introduction_bottleneck_diagram", "introduction"),
-    ("transformer", "transformer_attention_explorer", "transformer_inside"),
-    ("transformer", "transformer_cross_attention", "transformer_inside"),
-    ("optimizations", "optimizations_extrapolation_verdict", "optimizations_positions"),
-    ("optimizations", "EXTRAPOLATION_VARIANTS", "optimizations_positions"),
-    ("optimizations", "optimizations_receptive_field", "optimizations_windows"),
-    ("optimizations", "optimizations_linear_crossover", "optimizations_linear"),
-    ("flash", "flash_gpu_results", "flash_gpu"),
-    ("flash", "flash_roofline_verdict", "flash_gpu"),
-]
-
-
-@pytest.mark.parametrize(("old", "name", "new"), MOVED_FIGURES)
-def test_a_moved_figure_still_imports_from_its_old_module(old, name, new):
-    before = importlib.import_module(f"attention_book.figures.{old}")
-    after = importlib.import_module(f"attention_book.figures.{new}")
-    assert getattr(before, name) is getattr(after, name)
-    assert name not in before.__all__  # listed once, where it is defined
-    with pytest.raises(AttributeError, match="has no attribute 'nope'"):
-        before.nope  # noqa: B018 (the attribute access is what is tested)
-
-
 def test_the_smoothing_verdict_calls_a_difference_noise_when_the_recorded_spread_crosses_zero():
     from attention_book.figures.transformer import smoothing_verdict
 

@@ -3,8 +3,7 @@
 From the bottom up:
 
 0. leaves that import nothing of the package: the result store (`store`), the shared input
-   checks (`validation`), timing, the tensor-memory counter, the plotting helpers, and `moved`
-   (the names that moved to another module);
+   checks (`validation`), timing, the tensor-memory counter and the plotting helpers;
 1. the data and the training loop (`data.*`, `training.*`);
 2. the models: every other module at the top (masks, attention, seq2seq, the Transformer, ViT,
    GPT, FlashAttention, ...) and the package's own ``__init__``;
@@ -29,7 +28,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = "attention_book"
 
-LEAVES = {"store", "validation", "timing", "memory", "plotting", "moved"}
+LEAVES = {"store", "validation", "timing", "memory", "plotting"}
 LAYER_NAMES = ("leaves", "data and training", "models", "experiments", "figures")
 
 

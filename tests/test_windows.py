@@ -49,12 +49,3 @@ def test_window_functions_reject_bad_shapes():
         window_merge(torch.zeros(5, 4, 2), 4, 6)  # 6 windows per image, 5 given
     with pytest.raises(ValueError, match=r"windows must have shape"):
         window_merge(torch.zeros(4, 2), 4, 6)
-
-
-def test_the_old_import_path_still_works():
-    import attention_book.vit as vit
-
-    assert vit.window_partition is window_partition
-    assert vit.window_merge is window_merge
-    with pytest.raises(AttributeError, match="no attribute 'no_such_name'"):
-        vit.no_such_name  # noqa: B018

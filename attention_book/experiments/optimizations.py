@@ -32,7 +32,6 @@ from torch.utils.data import DataLoader, TensorDataset
 
 from attention_book.data.corpus import builtin_pairs, corpus_digest
 from attention_book.gpt import GPT
-from attention_book.moved import moved_names
 from attention_book.store import Run, cached, declared_key
 from attention_book.timing import torch_threads
 from attention_book.training.loop import fit, set_seed
@@ -368,13 +367,3 @@ def _declared(variant: str, seed: int) -> Run:
 #: validation loss may move by 0.002 nats on a CPU with the recorded vector instructions and by
 #: 0.005 on another (measured with unvectorized kernels: less than 0.0001 for every variant).
 RUNS = (*(_declared(variant, 0) for variant in VARIANTS), _declared("baseline", 1))
-
-
-# The measurements moved to their own module; their names still import from here.
-__getattr__ = moved_names(__name__, {
-    "attention_book.experiments.optimizations_measurements": (
-        "LINEAR_HEAD_DIM", "LINEAR_SEQ_LENS", "PUBLISHED_MODELS", "generation_timings",
-        "kv_cache_bytes", "linear_attention_measurements", "receptive_fields",
-        "rope_offset_errors",
-    ),
-})  # fmt: skip

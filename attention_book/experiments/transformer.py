@@ -36,7 +36,6 @@ from attention_book.experiments.bahdanau import (
     token_bleu,
 )
 from attention_book.losses import label_smoothed_cross_entropy
-from attention_book.moved import moved_names
 from attention_book.seq2seq import EncoderDecoder
 from attention_book.store import Run, cached, declared_key
 from attention_book.timing import torch_threads
@@ -466,18 +465,3 @@ RUNS = tuple(
     )
     for eps in TRANSFORMER_CONFIG.label_smoothing
 )
-
-
-# The experiments beyond the standard split moved to their own modules; their names still
-# import from here.
-__getattr__ = moved_names(__name__, {
-    "attention_book.experiments.transformer_studies": (
-        "LENGTH_SPLIT_CONFIG", "LENGTH_SPLIT_PROBE", "NORM_CONFIG", "NORM_PROBE",
-        "LengthSplitConfig", "NormConfig", "length_split", "transformer_length_experiment",
-        "transformer_length_run", "transformer_norm_experiment", "transformer_norm_run",
-    ),
-    "attention_book.experiments.transformer_timings": (
-        "TIMING_CONFIG", "TIMING_PROBE", "TimingConfig", "transformer_decode_steps",
-        "transformer_timing_run", "transformer_timings",
-    ),
-})  # fmt: skip

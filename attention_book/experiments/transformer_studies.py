@@ -44,7 +44,6 @@ from attention_book.experiments.transformer import (
     transformer_train,
     transformer_translate,
 )
-from attention_book.moved import moved_names
 from attention_book.store import Run, cached, declared_key
 from attention_book.timing import torch_threads
 from attention_book.training.loop import set_seed
@@ -445,12 +444,3 @@ RUNS = (
         tolerance=0.005,
     ),
 )
-
-
-# The timings have their own module; their names still import from here.
-__getattr__ = moved_names(__name__, {
-    "attention_book.experiments.transformer_timings": (
-        "TIMING_CONFIG", "TIMING_PROBE", "TimingConfig", "transformer_decode_steps",
-        "transformer_timing_run", "transformer_timings",
-    ),
-})  # fmt: skip

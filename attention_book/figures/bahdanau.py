@@ -30,7 +30,6 @@ from attention_book.experiments.bahdanau import (
     token_bleu,
 )
 from attention_book.experiments.spread import recorded_pairs
-from attention_book.moved import moved_names
 from attention_book.plotting import BOOK_STYLE, markdown_table, new_figure, show_heatmaps
 
 __all__ = [
@@ -510,13 +509,3 @@ FIGURES = (
     bahdanau_exercise_long_bleu,
     bahdanau_exercise_length_penalty,
 )
-
-
-# The Introduction's figures have their own module; their names still import from here.
-__getattr__ = moved_names(__name__, {
-    "attention_book.figures.introduction": (
-        "introduction_bottleneck_diagram", "introduction_evidence_facts",
-        "introduction_evidence_verdicts", "introduction_exact_match_by_length",
-        "introduction_exact_match_findings",
-    ),
-})  # fmt: skip

@@ -29,7 +29,6 @@ from attention_book.experiments.flash import (
 )
 from attention_book.figures import Frames
 from attention_book.masking import causal_mask
-from attention_book.moved import moved_names
 from attention_book.plotting import BOOK_STYLE, new_figure
 
 __all__ = [
@@ -426,11 +425,3 @@ FIGURES = (
     flash_memory_ratio,
     flash_memory_rss,
 )
-
-
-# The GPU deep dive's figures have their own module; their names still import from here.
-__getattr__ = moved_names(__name__, {
-    "attention_book.figures.flash_gpu": (
-        "flash_gpu_results", "flash_roofline", "flash_roofline_verdict",
-    ),
-})  # fmt: skip

@@ -26,7 +26,6 @@ from attention_book.experiments.optimizations import (
 from attention_book.experiments.optimizations_measurements import (
     generation_timings,
 )
-from attention_book.moved import moved_names
 from attention_book.plotting import BOOK_STYLE, new_figure
 
 __all__ = [
@@ -310,19 +309,3 @@ FIGURES = (
     optimizations_variant_facts,
     optimizations_loss_facts,
 )
-
-
-# The deep dives' figures have their own modules; their names still import from here.
-__getattr__ = moved_names(__name__, {
-    "attention_book.figures.optimizations_positions": (
-        "EXTRAPOLATION_VARIANTS", "optimizations_extrapolation",
-        "optimizations_extrapolation_verdict", "optimizations_loss_by_position",
-        "optimizations_rope_error",
-    ),
-    "attention_book.figures.optimizations_windows": (
-        "optimizations_receptive_field", "optimizations_sparse_patterns",
-    ),
-    "attention_book.figures.optimizations_linear": (
-        "optimizations_linear_crossover", "optimizations_linear_scaling",
-    ),
-})  # fmt: skip

@@ -36,7 +36,6 @@ from attention_book.experiments.transformer import (
 )
 from attention_book.experiments.transformer_timings import transformer_timings
 from attention_book.figures.bahdanau import bucket_label
-from attention_book.moved import moved_names
 from attention_book.plotting import BOOK_STYLE, markdown_table, new_figure
 from attention_book.training.schedules import warmup_inverse_sqrt
 
@@ -502,13 +501,3 @@ FIGURES = (
     transformer_samples_table,
     transformer_copy_facts,
 )
-
-
-# The attention maps have their own module; their names still import from here.
-__getattr__ = moved_names(__name__, {
-    "attention_book.figures.transformer_inside": (
-        "transformer_alignment_comparison", "transformer_attention_explorer",
-        "transformer_cross_attention", "transformer_decoder_self_attention",
-        "transformer_encoder_attention",
-    ),
-})  # fmt: skip
