@@ -1,5 +1,4 @@
 import io
-import json
 import math
 import os
 import shutil
@@ -21,12 +20,10 @@ from attention_book.training import (
     classification_loss,
     evaluate_accuracy,
     evaluate_loss,
-    experiment_key,
     fit,
     get_device,
     imported_modules,
     set_seed,
-    source_hash,
 )
 
 
@@ -250,15 +247,6 @@ def test_bleu_rejects_mismatched_lengths():
         bleu([], [])
 
 
-# --- cache keys by source --------------------------------------------------------------------
-
-
-def test_source_hash_changes_with_the_code():
-    assert source_hash(fit) == source_hash(fit)
-    assert source_hash(fit) != source_hash(bleu)
-    assert len(json.dumps(source_hash(fit, bleu))) == 18
-
-
 class _TinyTranslator(nn.Module):
     """Enough of an encoder-decoder to exercise the loop on real translation batches."""
 
@@ -303,17 +291,7 @@ def test_same_seed_gives_same_split_and_loss_curve_for_translation(tmp_cache):
     assert first[1][1] < first[1][0]
 
 
-# --- experiment keys -------------------------------------------------------------------------
-
-
-def test_experiment_key_adds_source_and_libraries():
-    key = experiment_key({"lr": 0.1})
-    assert key["lr"] == 0.1
-    assert set(key) == {"lr", "source", "libraries"}
-    assert key["libraries"]["torch"] == torch.__version__
-    assert key == experiment_key({"lr": 0.1})
-    with pytest.raises(ValueError, match="source"):
-        experiment_key({"source": "mine"})
+# --- source hashes ---------------------------------------------------------------------------
 
 
 def _copy_package(tmp_path: Path) -> Path:
@@ -325,12 +303,12 @@ def _copy_package(tmp_path: Path) -> Path:
     return tmp_path / "attention_book"
 
 
-def _key_of_copy(root: Path, module: str | None = "attention_book.experiments.bahdanau") -> dict:
-    """`experiment_key` computed by a fresh interpreter that imports the copy at `root`."""
+def _hash_of_copy(root: Path, module: str | None = "attention_book.experiments.bahdanau") -> str:
+    """`package_source_hash` computed by a fresh interpreter that imports the copy at `root`."""
     code = (
-        "import json, attention_book.training as t; "
-        f"assert t.__file__.startswith({str(root)!r}), t.__file__; "
-        f"print(json.dumps(t.experiment_key({{'seed': 0}}, {module!r})))"
+        "import attention_book.training.cache as c; "
+        f"assert c.__file__.startswith({str(root)!r}), c.__file__; "
+        f"print(c.package_source_hash({module!r}))"
     )
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     result = subprocess.run(
@@ -341,7 +319,7 @@ def _key_of_copy(root: Path, module: str | None = "attention_book.experiments.ba
         text=True,
         check=True,
     )
-    return json.loads(result.stdout)
+    return result.stdout.strip()
 
 
 def _edit_function(path: Path, name: str) -> None:
@@ -360,31 +338,28 @@ def _edit_function(path: Path, name: str) -> None:
     path.write_text("".join(lines), encoding="utf-8")
 
 
-def test_experiment_key_changes_when_code_an_experiment_runs_changes(tmp_path):
+def test_the_source_hash_changes_when_code_a_module_runs_changes(tmp_path):
     package = _copy_package(tmp_path)
-    before = _key_of_copy(tmp_path)
-    # Drawing code is left out: re-styling a figure keeps the trained models.
+    before = _hash_of_copy(tmp_path)
+    assert len(before) == 16
+    # Drawing code is left out unless asked for: re-styling a figure keeps the hash.
     (package / "plotting.py").write_text(
         (package / "plotting.py").read_text(encoding="utf-8") + "\n# a new colour\n"
     )
     for figure_module in (package / "figures").glob("*.py"):
         figure_module.write_text(figure_module.read_text(encoding="utf-8") + "\n# restyled\n")
-    assert _key_of_copy(tmp_path) == before
-    # masked_softmax is not in the experiment's own module, yet an edit to it trains again.
+    assert _hash_of_copy(tmp_path) == before
+    # masked_softmax is not in the experiment's own module, yet an edit to it changes the hash.
     _edit_function(package / "masking.py", "masked_softmax")
-    after = _key_of_copy(tmp_path)
-    assert after["source"] != before["source"]
-    assert {k: v for k, v in after.items() if k != "source"} == {
-        k: v for k, v in before.items() if k != "source"
-    }
+    assert _hash_of_copy(tmp_path) != before
 
 
-def test_experiment_key_ignores_code_the_experiment_does_not_run(tmp_path):
+def test_the_source_hash_ignores_code_the_module_does_not_run(tmp_path):
     package = _copy_package(tmp_path)
-    before, everything_before = _key_of_copy(tmp_path), _key_of_copy(tmp_path, None)
+    before, everything_before = _hash_of_copy(tmp_path), _hash_of_copy(tmp_path, None)
     _edit_function(package / "vit.py", "_pair")  # the Bahdanau experiment never imports vit
-    assert _key_of_copy(tmp_path) == before
-    assert _key_of_copy(tmp_path, None)["source"] != everything_before["source"]
+    assert _hash_of_copy(tmp_path) == before
+    assert _hash_of_copy(tmp_path, None) != everything_before
 
 
 def test_imported_modules_follows_imports_transitively_and_lazily():

@@ -6,9 +6,9 @@ Four modules, read in this order:
   `History`, `set_seed`, `get_device` and the `evaluate_*` helpers.
 - `attention_book.training.metrics`: `accuracy`, `bleu` from sacrebleu, and `num_parameters`.
 - `attention_book.training.schedules`: learning rates with warm-up, stepped every step.
-- `attention_book.training.cache`: `experiment_key`, a key by source for a quick experiment
-  of your own. The result store itself (`cached`, `declared_key`, ...) is
-  `attention_book.store`; its names are re-exported here too.
+- `attention_book.training.cache`: `package_source_hash`, a hash of the package source that a
+  module runs (the site build keys its figures by it). The result store itself (`cached`,
+  `declared_key`, ...) is `attention_book.store`; its names are re-exported here too.
 
 The public names of the loop, the metrics and the cache are re-exported here
 (``from attention_book.training import fit``); the schedules are imported from their module.
@@ -27,10 +27,8 @@ from attention_book.store import (
 )
 from attention_book.training.cache import (
     DRAWING_CODE,
-    experiment_key,
     imported_modules,
     package_source_hash,
-    source_hash,
 )
 from attention_book.training.loop import (
     History,
@@ -59,7 +57,6 @@ __all__ = [
     "declared_key",
     "evaluate_accuracy",
     "evaluate_loss",
-    "experiment_key",
     "fit",
     "get_device",
     "imported_modules",
@@ -67,5 +64,4 @@ __all__ = [
     "num_parameters",
     "package_source_hash",
     "set_seed",
-    "source_hash",
 ]

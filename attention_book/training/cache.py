@@ -1,11 +1,12 @@
-"""Cache keys by source, for a quick experiment of your own; the store itself is re-exported.
+"""Hashes of the package's own source: the code a computed result or a figure depends on.
 
-The book's experiments key their results by what they declare (`declared_key` of
-`attention_book.store`: a frozen configuration, a ``VERSION``, digests of their inputs and the
-library versions), so that a refactor retrains nothing. For a short experiment of your own, where
-declaring a version is more work than training again, `experiment_key` keys a result by the
-source of every package module it runs instead: any edit of that code, a comment included,
-trains again. The functions of the store (`cached`, `cache_dir`, ...) are re-exported here, so
+`package_source_hash` hashes the source of the package modules that a module runs
+(`imported_modules`: the module and what it imports, transitively), the drawing code
+(`DRAWING_CODE`) left out unless asked for; the site build keys each figure by it, so that a
+figure is drawn again when its code changes. The book's experiments key their results by what
+they declare instead (`declared_key` of `attention_book.store`: a frozen configuration, a
+``VERSION``, digests of their inputs and the library versions), so that a refactor retrains
+nothing. The functions of the store (`cached`, `cache_dir`, ...) are re-exported here, so
 ``from attention_book.training.cache import cached`` keeps working.
 """
 
@@ -14,9 +15,7 @@ from __future__ import annotations
 import ast
 import functools
 import hashlib
-import inspect
 from pathlib import Path
-from typing import Any
 
 from attention_book.store import (
     COMPUTE_TIMES,
@@ -42,34 +41,14 @@ __all__ = [
     "compute_seconds",
     "declared_key",
     "digest",
-    "experiment_key",
     "imported_modules",
     "library_versions",
     "package_source_hash",
-    "source_hash",
 ]
 
 #: Parts of the package (relative to its directory) that only draw: editing them never changes
 #: a computed result, so `package_source_hash` leaves them out.
 DRAWING_CODE = ("figures", "plotting.py")
-
-
-def source_hash(*objects: Any) -> str:
-    """A short hash of the source code of modules, classes or functions.
-
-    It covers only the objects given, not what they call: for a cache key by source,
-    `experiment_key` (which follows the imports) is the safe choice.
-
-    Args:
-        *objects: Modules, classes or functions.
-
-    Returns:
-        16 hex digits.
-    """
-    hashed = hashlib.sha256()
-    for obj in objects:
-        hashed.update(inspect.getsource(obj).encode())
-    return hashed.hexdigest()[:16]
 
 
 def imported_modules(module: str, *, drawing_code: bool = False) -> list[str]:
@@ -171,30 +150,3 @@ def package_source_hash(module: str | None = None, *, drawing_code: bool = False
         hashed.update(f"{path.relative_to(root).as_posix()} {len(source)}\n".encode())
         hashed.update(source)
     return hashed.hexdigest()[:16]
-
-
-def experiment_key(config: dict[str, Any], module: str | None = None) -> dict[str, Any]:
-    """A cache key by source: a configuration plus the source of the code that computes it.
-
-    ``cached("name", experiment_key(config, __name__), compute)`` from a module of your own in
-    this package trains again after any edit of any package module that module runs (its
-    own, a mask it calls, the training loop, a data loader), a comment included, and after
-    an upgrade of a library in `RESULT_LIBRARIES`; an edit to other code keeps the result. The
-    book's experiments use `declared_key` instead, which a refactor does not change.
-
-    Args:
-        config: The experiment's own settings (hyperparameters, seed, sizes), as JSON values.
-        module: The module that runs the experiment (its ``__name__``); None hashes every
-            module of the package but the drawing code.
-
-    Returns:
-        A new dict: `config` plus the keys "source" and "libraries".
-
-    Raises:
-        ValueError: If `config` already uses one of those keys, or `module` is not a module
-            of this package.
-    """
-    reserved = sorted({"source", "libraries"} & config.keys())
-    if reserved:
-        raise ValueError(f"config must not hold the keys that experiment_key adds: {reserved}")
-    return {**config, "source": package_source_hash(module), "libraries": library_versions()}
