@@ -26,13 +26,13 @@ setup: $(STAMP)
 
 # Re-run the install whenever the pins or the package metadata change. KaTeX (the math of the
 # pages, rendered at build time) is fetched once from the npm registry and checked against the
-# digest pinned in booktools/katex-lock.json: see booktools/katex.py.
-$(STAMP): requirements.txt pyproject.toml booktools/katex-lock.json
+# digest pinned in booktools/build/katex-lock.json: see booktools/build/katex.py.
+$(STAMP): requirements.txt pyproject.toml booktools/build/katex-lock.json
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -r requirements.txt
 	$(BIN)/python -m pip install --quiet --no-deps --no-build-isolation --editable .
-	$(BIN)/python -m booktools.katex install
+	$(BIN)/python -m booktools.build.katex install
 	@touch $@
 
 serve: setup
@@ -74,7 +74,7 @@ page: setup chromium
 	  elif [ $$status != 0 ]; then exit $$status; fi
 	$(BIN)/mkdocs build --strict
 	@test "$(PAGE)" = README.md || \
-	  $(BIN)/python -m booktools.browser_check site --page "$(PAGE)" --screenshots screenshots
+	  $(BIN)/python -m booktools.browser.check site --page "$(PAGE)" --screenshots screenshots
 
 # Triton reads TRITON_INTERPRET once, at its first import, and the pages' blocks share one
 # process: without a CUDA GPU the whole run uses Triton's interpreter, unless it is set already.
@@ -88,18 +88,18 @@ build: site
 # Every chapter's downloadable notebook, run from top to bottom in a fresh kernel in an empty
 # directory (cells the page skips without a GPU print why and go on).
 notebooks: setup
-	env -u TRITON_INTERPRET $(BIN)/python -m booktools.run_notebooks
+	env -u TRITON_INTERPRET $(BIN)/python -m booktools.checks.notebooks
 
 # A page that passed keeps its verdict in .cache/browser while every file it loads, its Markdown
-# source and the checker are unchanged (booktools.browser_verdicts): a second run checks only the
+# source and the checker are unchanged (booktools.browser.verdicts): a second run checks only the
 # pages that changed. `make clean-cache` forgets the verdicts; CI's gate starts without any.
 browser: setup chromium
-	$(BIN)/python -m booktools.browser_check site --screenshots screenshots --verdicts .cache/browser
+	$(BIN)/python -m booktools.browser.check site --screenshots screenshots --verdicts .cache/browser
 
 # Every link of the built site checked by lychee, over its files: a missing page, image or
 # anchor fails. Links to other hosts are not fetched (nothing is downloaded by a test).
 links: setup
-	$(BIN)/python -m booktools.links site
+	$(BIN)/python -m booktools.checks.links site
 
 # The unit tests and the snippets with the newest release of every direct dependency, no pins,
 # in .venv-drift: what a reader who skips requirements.txt meets. CI runs it weekly, gating
@@ -112,7 +112,7 @@ drift:
 	sed -E 's/ *[=<>!~;].*//' requirements.txt | grep -v '^#' | grep . > drift-report/unpinned.txt
 	$(DRIFT)/bin/python -m pip install --quiet --upgrade -r drift-report/unpinned.txt
 	$(DRIFT)/bin/python -m pip install --quiet --no-deps --editable .
-	$(DRIFT)/bin/python -m booktools.katex install
+	$(DRIFT)/bin/python -m booktools.build.katex install
 	$(DRIFT)/bin/python -m pip freeze --exclude-editable > drift-report/versions.txt
 	@status=0; \
 	$(DRIFT)/bin/pytest tests/ -p no:cacheprovider --junitxml=drift-report/unit.xml || status=1; \
@@ -125,13 +125,13 @@ drift:
 probes: setup
 	$(BIN)/python -m attention_book.experiments record-probes tests/recorded/probes.json
 
-# Other machines, emulated (booktools/crossmachine.py): every declared run trained under AVX2
+# Other machines, emulated (booktools/checks/crossmachine.py): every declared run trained under AVX2
 # and under the plainest kernels, each into its own store in .cache/crossmachine/, then the
 # referee and the verdict tests on each; the table of numbers goes to .cache/crossmachine/table.md.
 # RECORD=1 trains five variants (three arithmetics, two more seeds) and records their spread in
 # tests/recorded/headlines.json first. About 10 minutes a variant on two cores. CI: weekly.
 crossmachine: setup
-	$(BIN)/python -m booktools.crossmachine $(if $(RECORD),--record)
+	$(BIN)/python -m booktools.checks.crossmachine $(if $(RECORD),--record)
 
 # A Chromium for the browser check: Debian's chromium, installed when none is found (root, or
 # sudo). A Chrome that is already installed (as on GitHub's runners) is used as it is.

@@ -1,6 +1,6 @@
 """The book's one Markdown reader: the fenced code blocks of a page, as the tools see them.
 
-Every tool of the build reads a page's code blocks through this module: the hook (listings,
+Every tool of the build reads a page's code blocks through this module: the plugin (listings,
 first-run notes, notebooks), the snippet runner, the browser check and the docs policy test.
 They used to carry a fence regex each, and disagreed at the edges (an indented closing fence, a
 longer run of backticks, a fence inside a fold); now there is one, `FENCE`, and a test of the

@@ -10,9 +10,9 @@ import json
 import shutil
 from pathlib import Path
 
-from booktools import katex
+from booktools.build import katex
 
-# KaTeX's style sheet and fonts, as the site serves them (booktools.katex), and a formula
+# KaTeX's style sheet and fonts, as the site serves them (booktools.build.katex), and a formula
 # rendered by the book's own renderer.
 KATEX_CSS = "<link rel='stylesheet' href='/katex/katex.min.css'>"
 
@@ -66,7 +66,7 @@ a listing is not run
 """
 
 
-# The live widgets (booktools.live): the page's JavaScript against PyTorch, on tiny models.
+# The live widgets (booktools.live.widgets): the page's JavaScript against PyTorch, on tiny models.
 LIVE_JS = Path(__file__).resolve().parents[1] / "docs" / "assets" / "javascripts"
 #: Deliberate mistakes in the page's code, each a single edit of layers.js, and what must say so.
 BROKEN = {
@@ -82,7 +82,7 @@ BROKEN = {
 
 def live_site(site: Path, models: dict[str, Path], broken: str | None = None) -> str:
     """A page with both live widgets, their models and code (broken as named); its URL path."""
-    from booktools.live import widget_html
+    from booktools.live.widgets import widget_html
 
     javascripts = site / "assets" / "javascripts"
     shutil.rmtree(javascripts, ignore_errors=True)

@@ -25,7 +25,7 @@ settings.load_profile("ci" if os.environ.get("CI") == "true" else "default")
 
 @pytest.fixture(scope="session")
 def live_models(tmp_path_factory):
-    """Two tiny untrained models exported as the build exports the book's (`booktools.live`).
+    """Two tiny untrained models, exported as the build exports the book's (`booktools.live`).
 
     A translator and a character GPT of the book's classes, seeded, with their reference cases
     computed by PyTorch: what the tests of the live widgets run in a browser, without the
@@ -40,8 +40,8 @@ def live_models(tmp_path_factory):
     from attention_book.seq2seq import EncoderDecoder
     from attention_book.transformer import TransformerEncoder
     from attention_book.transformer_decoder import TransformerDecoder
-    from booktools.live_gpt import export_gpt_model
-    from booktools.live_translator import export_translator_model
+    from booktools.live.gpt import export_gpt_model
+    from booktools.live.translator import export_translator_model
 
     root = tmp_path_factory.mktemp("live-models")
     torch.manual_seed(0)

@@ -1,4 +1,4 @@
-"""The build tooling of the site (booktools): notebooks, figures, listings, notes, the hook."""
+"""The build tooling of the site (booktools): notebooks, figures, listings, notes, the plugin."""
 
 from pathlib import Path
 
@@ -7,10 +7,10 @@ import pytest
 from mkdocs.exceptions import PluginError
 
 from attention_book.figures import figure_functions, find_figure
-from booktools import figures, listings
-from booktools.notebooks import chapter_notebook
-from booktools.notes import first_run_notes
-from booktools.state import BuildState, MissingFragmentError
+from booktools.build import figures, listings
+from booktools.build.notebooks import chapter_notebook
+from booktools.build.notes import first_run_notes
+from booktools.build.state import BuildState, MissingFragmentError
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -71,7 +71,7 @@ def test_figure_links_are_found_only_in_image_links():
 KEYS_SCRIPT = """
 import json, sys
 from pathlib import Path
-from booktools import figures
+from booktools.build import figures
 results = Path.cwd() / "benchmarks" / "results"  # the copy's
 modules, edits = json.loads(sys.argv[1]), json.loads(sys.argv[2])
 changed = []
@@ -151,7 +151,7 @@ def test_every_listed_figure_is_shown_by_a_page():
 
 
 def test_render_passes_the_results_directory(tmp_path):
-    # The package does not know where the repository keeps benchmark results; the hook does.
+    # The package does not know where the repository keeps benchmark results; the plugin does.
     figures.render(["flash_memory_rss"], tmp_path)
     table = (tmp_path / "flash_memory_rss.md").read_text(encoding="utf-8")
     assert "Run of `benchmarks/flash_memory.py`" in table
@@ -270,7 +270,7 @@ def test_the_api_line_ends_its_block_when_prose_follows_the_listing_at_once():
     marker then sat inside a paragraph, and the page showed '{: .listing-api }' as text."""
     import markdown
 
-    from booktools.attr_lists import stray_attribute_lists
+    from booktools.build.attr_lists import stray_attribute_lists
 
     page = (
         '```python title="attention_book/masking.py"\n'
@@ -290,7 +290,7 @@ def test_the_api_line_ends_its_block_when_prose_follows_the_listing_at_once():
 
 
 def test_a_marker_left_as_text_in_a_built_page_fails_the_build_naming_the_page():
-    from booktools.attr_lists import check_attribute_lists, stray_attribute_lists
+    from booktools.build.attr_lists import check_attribute_lists, stray_attribute_lists
 
     left = "<p>API reference: <code>causal_mask</code>\n{: .listing-api }\nChange one token</p>"
     assert stray_attribute_lists(left) == ["...API reference: {: .listing-api }"]
@@ -335,21 +335,30 @@ def test_a_missing_fragment_fails_the_same_way_on_the_page_and_in_the_notebook()
     assert errors[0] == errors[1] == "docs/chapters/x.md: unknown build fragment 'nope'"
 
 
-def test_the_hook_keeps_its_state_in_the_configuration_of_each_build():
-    from booktools import hook
+def test_the_plugin_keeps_its_state_in_the_configuration_of_each_build():
+    from booktools.build.plugin import BookPlugin, build_state
 
-    config = hook.on_config({})
-    state = hook.build_state(config)
+    plugin = BookPlugin()
+    config = plugin.on_config({})
+    state = build_state(config)
     assert isinstance(state, BuildState) and state.fragments == {} and state.frames == {}
-    assert hook.build_state(hook.on_config({})) is not state  # each build starts clean
+    assert build_state(plugin.on_config({})) is not state  # each build starts clean
     with pytest.raises(PluginError, match="build state is missing"):
-        hook.build_state({})
+        build_state({})
 
 
-def test_the_hook_file_only_imports_the_tooling():
-    text = (ROOT / "docs" / "hooks" / "book.py").read_text(encoding="utf-8")
-    assert "from booktools.hook import (" in text
-    assert len([line for line in text.splitlines() if line.startswith("def ")]) == 0
+def test_mkdocs_finds_the_plugin_by_its_entry_point_after_search():
+    from importlib.metadata import entry_points
+
+    import yaml
+
+    from booktools.build.plugin import BookPlugin
+
+    assert entry_points(group="mkdocs.plugins")["book"].load() is BookPlugin
+    config = yaml.load((ROOT / "mkdocs.yml").read_text(encoding="utf-8"), Loader=yaml.BaseLoader)
+    names = [next(iter(p)) if isinstance(p, dict) else p for p in config["plugins"]]
+    assert names[-1] == "book" and names.index("search") < names.index("book")
+    assert "hooks" not in config  # nothing loaded by file path
 
 
 TRAINING_PAGE = """# A page
@@ -424,7 +433,7 @@ def test_a_value_of_the_build_is_written_into_a_sentence(tmp_path, monkeypatch):
 
 def test_a_deep_dives_figures_are_drawn_in_the_worker_of_the_chapter_that_trains_their_run():
     from attention_book.figures import CHAPTERS
-    from booktools.figures import drawn_with
+    from booktools.build.figures import drawn_with
 
     assert drawn_with("attention_book.figures.introduction") == "attention_book.figures.bahdanau"
     assert drawn_with("attention_book.figures.vit_inside") == "attention_book.figures.vit"

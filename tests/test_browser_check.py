@@ -25,8 +25,7 @@ from browser_sites import (
     write_page,
 )
 
-from booktools import katex
-from booktools.browser_check import (
+from booktools.browser.check import (
     check_site,
     check_site_in_parallel,
     default_docs,
@@ -34,7 +33,8 @@ from booktools.browser_check import (
     page_source,
     page_url,
 )
-from booktools.browsing import launch, site_pages
+from booktools.browser.serve import launch, site_pages
+from booktools.build import katex
 from booktools.markdown import runnable_blocks
 
 pytestmark = pytest.mark.skipif(
@@ -370,7 +370,7 @@ def test_a_broken_forward_pass_fails_the_check(tiny_site: Path, live_models, bro
 def test_the_page_tokenizes_as_python_does(tiny_site: Path):
     from attention_book.data.corpus import builtin_pairs
     from attention_book.data.text import Vocab, tokenize
-    from booktools.browsing import browsing
+    from booktools.browser.serve import browsing
 
     tricky = [
         "Hello, world!", "It is 3:45 PM, déjà.", "1,000 or 3.5?", "end.", "a;b; c;", " x , y ",
@@ -417,7 +417,7 @@ SEARCH_BOX = (
 
 
 def test_the_search_check_fails_on_an_error_while_the_site_searches(tiny_site: Path):
-    """The search index and the sitemap are the search check's (booktools.browser_verdicts)."""
+    """The search index and the sitemap are the search check's (booktools.browser.verdicts)."""
     write_page(tiny_site, ".", SEARCH_BOX)
     (tiny_site / "search").mkdir()
     (tiny_site / "search" / "search_index.json").write_text('{"docs": []}')

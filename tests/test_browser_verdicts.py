@@ -14,10 +14,12 @@ from pathlib import Path
 import pytest
 from browser_sites import PAGE_SOURCE, PIXEL, code_block, live_site, write_page
 
-from booktools import browser_verdicts, katex
-from booktools.browser_check import main
-from booktools.browser_verdicts import Verdicts, checker_files, site_file
-from booktools.browsing import launch
+import booktools
+from booktools.browser import verdicts as browser_verdicts
+from booktools.browser.check import main
+from booktools.browser.serve import launch
+from booktools.browser.verdicts import Verdicts, checker_files, site_file
+from booktools.build import katex
 
 pytestmark = pytest.mark.skipif(
     shutil.which("chromium") is None, reason="needs Debian's chromium (make chromium)"
@@ -190,7 +192,7 @@ def test_a_page_that_requested_another_host_is_not_kept(tmp_path):
         site_file("https://example.com/x.js", tmp_path)
     verdicts = Verdicts(tmp_path / "verdicts", tmp_path, dark=False)
     write_page(tmp_path, ".", "<p>a page</p>")
-    from booktools.browser_page import PageReport
+    from booktools.browser.page import PageReport
 
     report = PageReport("/ (light)", loaded=["/", "https://example.com/x.js"])
     verdicts.keep("/", [report], None, {})
@@ -201,12 +203,14 @@ def test_a_page_that_requested_another_host_is_not_kept(tmp_path):
 
 
 def test_the_checker_is_the_code_the_check_runs_and_not_the_rest_of_the_tooling():
-    names = {path.name for path in checker_files()}
+    root = Path(booktools.__file__).parent
+    names = {".".join(path.relative_to(root).with_suffix("").parts) for path in checker_files()}
     # What it imports at any depth: the page's checks, their scripts, the live widgets' check
-    # and the limits it reads from booktools.live, the Markdown reader of the copy buttons.
-    for module in ("browser_check", "browser_page", "browser_scripts", "browsing",
-                   "browser_verdicts", "live_check", "live", "markdown", "__init__"):  # fmt: skip
-        assert f"{module}.py" in names, module
+    # and the limits it reads from booktools.live.widgets, the Markdown reader of the copy buttons.
+    for module in ("browser.check", "browser.page", "browser.scripts", "browser.serve",
+                   "browser.verdicts", "live.check", "live.widgets", "markdown",
+                   "__init__"):  # fmt: skip
+        assert module in names, module
     # What builds the pages is judged through the pages: an edit there keeps the verdicts.
-    for module in ("figures", "hook", "notebooks", "listings", "katex"):
-        assert f"{module}.py" not in names, module
+    for module in ("build.figures", "build.plugin", "build.notebooks", "build.listings"):
+        assert module not in names, module

@@ -1,4 +1,4 @@
-"""The code-block failure reports of the snippet runner (booktools.snippets) point at the page line.
+"""The snippet runner's failure reports (booktools.checks.snippets) point at the page line.
 
 Each test writes a small page into a temporary folder beside a copy of the repository's
 conftest (which loads the runner), runs ``pytest --codeblocks`` on it in a fresh process, and

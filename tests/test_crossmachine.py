@@ -1,11 +1,11 @@
-"""make crossmachine (booktools.crossmachine): variants, their environments and the table."""
+"""make crossmachine (booktools.checks.crossmachine): variants, their environments and the table."""
 
 from __future__ import annotations
 
 import pytest
 
-from booktools import crossmachine
-from booktools.crossmachine import CHECKED, RECORDED, environment, parse_variant, table
+from booktools.checks import crossmachine
+from booktools.checks.crossmachine import CHECKED, RECORDED, environment, parse_variant, table
 
 
 def test_variants_name_a_setting_and_a_seed_offset():

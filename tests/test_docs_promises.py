@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from booktools.reading import deep_dive_of
+from booktools.build.reading import deep_dive_of
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"

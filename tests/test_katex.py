@@ -1,4 +1,4 @@
-"""Math rendered at build time by KaTeX (booktools.katex): every formula, the pinned release."""
+"""Math rendered at build time by KaTeX (booktools.build.katex): every formula, the pinned one."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import markdown
 import pytest
 from mkdocs.utils import yaml_load
 
-from booktools import katex
+from booktools.build import katex
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGES = sorted(path.relative_to(ROOT).as_posix() for path in (ROOT / "docs").rglob("*.md"))
@@ -120,7 +120,7 @@ def test_the_site_serves_the_style_sheet_and_fonts_of_that_release(tmp_path):
 
 
 def test_mathjax_is_gone():
-    for name in ("mkdocs.yml", "requirements.txt", "booktools/hook.py"):
+    for name in ("mkdocs.yml", "requirements.txt", "booktools/build/plugin.py"):
         assert "mathjax" not in (ROOT / name).read_text(encoding="utf-8").lower(), name
 
 

@@ -1,10 +1,10 @@
-"""The link check of the built site (booktools.links, make links): lychee, offline."""
+"""The link check of the built site (booktools.checks.links, make links): lychee, offline."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from booktools.links import check_links, main
+from booktools.checks.links import check_links, main
 
 
 def page(site: Path, path: str, body: str) -> None:

@@ -15,11 +15,11 @@ import pytest
 import torch
 from mkdocs.exceptions import PluginError
 
-from booktools import live
-from booktools.live_check import compare_case, largest_difference
-from booktools.live_export import exporter_digest, rounded, write_weights
-from booktools.notebooks import chapter_notebook
-from booktools.state import BuildState
+from booktools.build.notebooks import chapter_notebook
+from booktools.build.state import BuildState
+from booktools.live import widgets as live
+from booktools.live.check import compare_case, largest_difference
+from booktools.live.export import exporter_digest, rounded, write_weights
 
 FACTS = {
     "num_parameters": 91578,
@@ -121,7 +121,7 @@ def test_the_export_is_named_after_the_stored_result_and_the_exporter():
         transformer_run_name,
     )
     from attention_book.store import cache_path
-    from booktools.live_export import result_name
+    from booktools.live.export import result_name
 
     assert (
         result_name("translator")
@@ -136,19 +136,23 @@ def test_the_exporters_digest_covers_every_file_that_exports(monkeypatch, tmp_pa
     import shutil
 
     import booktools
-    from booktools import live_export
+    from booktools.live import export as live_export
 
     # Every module that writes an exported model's files is in the digest, so an edit to it
-    # exports again; the widget's page code (live.py) and the browser's check are not.
+    # exports again; the widget's page code (widgets.py) and the browser's check are not.
     folder = Path(booktools.__file__).parent
-    exporters = {p.name for p in folder.glob("live_*.py")} - {"live_check.py"}
+    exporters = {p.name for p in (folder / "live").glob("*.py")} - {
+        "__init__.py",
+        "check.py",
+        "widgets.py",
+    }
     assert set(live_export.EXPORTER_FILES) == exporters
     # An edit to one of them (in a copy) changes the digest.
     copy = tmp_path / "booktools"
     shutil.copytree(folder, copy)
-    monkeypatch.setattr(live_export, "__file__", str(copy / "live_export.py"))
+    monkeypatch.setattr(live_export, "__file__", str(copy / "live" / "export.py"))
     before = live_export.exporter_digest()
-    with open(copy / "live_gpt.py", "a", encoding="utf-8") as file:
+    with open(copy / "live" / "gpt.py", "a", encoding="utf-8") as file:
         file.write("# an edit\n")
     assert live_export.exporter_digest() != before
 

@@ -1,6 +1,6 @@
 """The one Markdown reader of the build (booktools.markdown), and that no other module has one.
 
-Every tool that looks at a page's code blocks (the hook's listings, notes and notebooks, the
+Every tool that looks at a page's code blocks (the plugin's listings, notes and notebooks, the
 snippet runner, the browser check, the docs policy test) reads them through
 `booktools.markdown`. The last tests scan the repository's Python files and fail if another
 module compiles a regex that matches a code fence, and show that scan failing on a broken copy.
@@ -171,8 +171,9 @@ def test_the_scan_finds_a_fence_regex_in_a_broken_copy(tmp_path):
     assert fence_regexes(tmp_path) == ["tests/test_x.py:2: ^(?P<ticks>`{3,})(?P<info>.*)$"]
 
 
-@pytest.mark.parametrize("module", ["booktools.snippets", "booktools.notebooks", "booktools.notes",
-                                    "booktools.listings", "booktools.browser_page"])  # fmt: skip
+@pytest.mark.parametrize("module", ["booktools.checks.snippets", "booktools.build.notebooks",
+                                    "booktools.build.notes", "booktools.build.listings",
+                                    "booktools.browser.page"])  # fmt: skip
 def test_the_tools_read_fences_through_the_reader(module):
     import importlib
 

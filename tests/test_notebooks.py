@@ -1,6 +1,6 @@
 """Chapter notebooks run from top to bottom on a CPU, as a reader downloads them.
 
-`make notebooks` runs every chapter's notebook (`python -m booktools.run_notebooks`); this file
+`make notebooks` runs every chapter's notebook (`python -m booktools.checks.notebooks`); this file
 checks how skipped blocks become cells, that a notebook is the same file from one build to
 the next, and runs the cheapest chapter's notebook end to end.
 """
@@ -11,8 +11,8 @@ from pathlib import Path
 
 import nbformat
 
-from booktools.notebooks import chapter_notebook, jupytext_notebook
-from booktools.run_notebooks import page_notebook, run_notebook
+from booktools.build.notebooks import chapter_notebook, jupytext_notebook
+from booktools.checks.notebooks import page_notebook, run_notebook
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -1,4 +1,4 @@
-"""The core path (booktools.reading): page lengths, reading times, deep dives, summaries.
+"""The core path (booktools.build.reading): page lengths, reading times, deep dives, summaries.
 
 The build measures every chapter page and fails a core page over the budget; these tests check
 the measuring and the failing on made-up pages, and, on the book's own Markdown, that every
@@ -15,7 +15,7 @@ import pytest
 import yaml
 from mkdocs.exceptions import PluginError
 
-from booktools.reading import (
+from booktools.build.reading import (
     CORE_BUDGET,
     PACE,
     deep_dive_note,

@@ -1,4 +1,4 @@
-"""What the search index holds and weighs (booktools.search_index)."""
+"""What the search index holds and weighs (booktools.build.search_index)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from mkdocs.exceptions import PluginError
 
-from booktools import search_index
-from booktools.search_index import check_search_index, exclude_code, paragraph_samples
+from booktools.build import search_index
+from booktools.build.search_index import check_search_index, exclude_code, paragraph_samples
 
 PAGE = (
     "<h2 id='idea'>The idea</h2><p>Attention is a weighted average of values, where the "

@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 
 from booktools import ROOT
-from booktools.versions import pins, versions_line
+from booktools.build.versions import pins, versions_line
 
 REQUIREMENTS = """# pins
 torch==2.13.0

@@ -4,7 +4,7 @@ A training run on another CPU rounds differently, and a rounding difference in s
 into another end point: the same code gives test BLEU a point or more apart on two machines.
 So a headline number is not one value but a spread, measured by training every declared run
 again under other arithmetic and other seeds (``make crossmachine RECORD=1``, see
-`booktools.crossmachine`):
+`booktools.checks.crossmachine`):
 
 - the arithmetic: PyTorch's vector kernels (``ATEN_CPU_CAPABILITY``), MKL's code path
   (``MKL_CBWR``) and oneDNN's instructions (``ONEDNN_MAX_CPU_ISA``) held to AVX2, or to the

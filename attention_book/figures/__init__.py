@@ -16,7 +16,7 @@ writes ``{{ build:<name>.<key> }}``: the prose stays in the page, the numbers co
 It takes no argument, except the figures that show results committed by the scripts in
 ``benchmarks/``: those take one argument, ``results_dir``, the directory of those results. The
 caller passes it: ``draw(name, results_dir=...)`` or ``python -m attention_book.figures NAME
---out-dir DIR --results-dir RESULTS``; the site's hook passes the repository's
+--out-dir DIR --results-dir RESULTS``; the site's build plugin passes the repository's
 ``benchmarks/results``. The package never looks for that directory itself, so it works the same from
 an installed wheel.
 

@@ -29,7 +29,7 @@ __all__ = [
 
 #: The build draws these figures in the worker of the Transformer chapter's figures, which train
 #: the run they show: a worker of their own would wait for that training
-#: (`booktools.figures.drawn_with`).
+#: (`booktools.build.figures.drawn_with`).
 DRAWN_WITH = "attention_book.figures.transformer"
 
 

@@ -42,7 +42,7 @@ document.addEventListener("input", (event) => {
   player.querySelector("output").textContent = JSON.parse(slider.dataset.labels)[frame];
 });
 
-// Live widgets (booktools.live): the book's trained models, run in the page. Their Load button
+// Live widgets (booktools.live.widgets): the book's trained models, run in the page. Their Load button
 // is hidden until this script runs (without JavaScript a note says why); pressing it imports the
 // widget's module, which fetches the model. Nothing of it loads before the reader asks.
 const showLiveButtons = () => {

@@ -1,6 +1,6 @@
 // The live widgets of two chapters: the Transformer's translator and the optimizations
 // chapter's character GPT, run in the reader's browser from the weights the build exported
-// (booktools/live_export.py). book.js imports this module only when the reader presses a
+// (booktools/live/export.py). book.js imports this module only when the reader presses a
 // widget's Load button, then calls mount(container); the models' code is imported here, per
 // widget. What a widget computed is kept in window.bookLive[kind].result (the browser check
 // compares it with PyTorch's), and the container's data-state says "ready", "running", "done"

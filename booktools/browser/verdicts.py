@@ -39,9 +39,9 @@ from importlib import metadata
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
-from booktools.browser_page import PageReport, weight_problem
-from booktools.browsing import COMPRESSED, find_chromium
-from booktools.live_check import LiveReport
+from booktools.browser.page import PageReport, weight_problem
+from booktools.browser.serve import COMPRESSED, find_chromium
+from booktools.live.check import LiveReport
 
 #: Bump when what a kept verdict holds changes meaning.
 VERSION = 1
@@ -67,29 +67,34 @@ def served_size(path: Path) -> int | None:
 def checker_files() -> list[Path]:
     """The source files of the browser check, which are part of every page's key.
 
-    They are `booktools.browser_check` and every module of this package that it imports,
+    They are `booktools.browser.check` and every module of the tooling that it imports,
     directly or through another, at the top or inside a function. An edit to another module
-    of the package (the figures, the notebooks, the hook) changes the check only through the
+    of the tooling (the figures, the notebooks, the plugin) changes the check only through the
     pages it builds, and those are in each page's own key.
     """
-    package = Path(__file__).resolve().parent
-    found, todo = {"__init__"}, ["browser_check"]
+    tooling = Path(__file__).resolve().parents[1]
+
+    def source(module: str) -> Path | None:
+        parts = module.split(".")[1:]
+        for path in (tooling.joinpath(*parts).with_suffix(".py"),
+                     tooling.joinpath(*parts, "__init__.py")):  # fmt: skip
+            if parts and path.is_file():
+                return path
+        return None
+
+    found, todo = {tooling / "__init__.py"}, ["booktools.browser.check"]
     while todo:
-        name = todo.pop()
-        path = package / f"{name}.py"
-        if name in found or not path.is_file():  # `from booktools import ROOT` names no module
+        path = source(todo.pop())
+        if path is None or path in found:  # `from booktools import ROOT` names no module
             continue
-        found.add(name)
+        found.add(path)
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            if isinstance(node, ast.ImportFrom) and node.module == "booktools":
-                todo += [alias.name for alias in node.names]
-            elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("booktools."):
-                todo.append(node.module.split(".")[1])
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("booktools"):
+                todo.append(node.module)
+                todo += [f"{node.module}.{alias.name}" for alias in node.names]
             elif isinstance(node, ast.Import):
-                todo += [
-                    a.name.split(".")[1] for a in node.names if a.name.startswith("booktools.")
-                ]
-    return sorted(package / f"{name}.py" for name in found)
+                todo += [a.name for a in node.names if a.name.startswith("booktools.")]
+    return sorted(found)
 
 
 @functools.cache
@@ -97,7 +102,11 @@ def checker_key(dark: bool) -> str:
     """What the check itself is: its code, the browser, the libraries that drive it, the ways."""
     digest = hashlib.sha256(f"verdicts {VERSION}; dark {dark}; python {sys.version}".encode())
     for path in checker_files():
-        digest.update(path.name.encode() + b"\0" + path.read_bytes())
+        digest.update(
+            path.relative_to(Path(__file__).resolve().parents[2]).as_posix().encode()
+            + b"\0"
+            + path.read_bytes()
+        )
     chromium = subprocess.run(
         [find_chromium(), "--version"], capture_output=True, text=True, check=False
     ).stdout.strip()

@@ -12,10 +12,11 @@ pressed, as a reader does). Each way gets its own report. It fails:
 - at 1280 px, in light and dark: on a code block that scrolls sideways, a serious or critical
   accessibility violation found by axe-core, and a figure the reader steps through whose
   slider does not change it;
-- in light mode, on a page with a live widget (`booktools.live`): when the widget loads before
-  its button is pressed, downloads more than it may, or computes other tokens than PyTorch, or
+- in light mode, on a page with a live widget (`booktools.live.widgets`): when the widget loads
+  before its button is pressed, downloads more than it may, or computes other tokens than
+  PyTorch, or
   logits and attention weights farther from PyTorch's than the reference's tolerance, for any
-  of its held-out cases (`booktools.live_check`; the widget is loaded before axe runs, so axe,
+  of its held-out cases (`booktools.live.check`; the widget is loaded before axe runs, so axe,
   the phone width and dark mode see it loaded);
 - in light mode: on a chapter page that transfers more than 600 kB on a first load (served
   compressed, as GitHub Pages serves it; every page's weight is printed), or that prints with
@@ -26,7 +27,7 @@ pressed, as a reader does). Each way gets its own report. It fails:
 - in dark mode: when the palette toggle does not switch to dark.
 
 `check_search` types "attention" into the search box and expects results. Which pages are
-checked, in how many browsers, and the report are `booktools.browser_check`'s.
+checked, in how many browsers, and the report are `booktools.browser.check`'s.
 """
 
 from __future__ import annotations
@@ -36,9 +37,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from booktools import browser_scripts as js
-from booktools.browsing import DESKTOP, PHONE
-from booktools.live_check import LiveReport, check_live_widgets
+from booktools.browser import scripts as js
+from booktools.browser.serve import DESKTOP, PHONE
+from booktools.live.check import LiveReport, check_live_widgets
 from booktools.markdown import runnable_blocks
 
 #: A chapter page may transfer at most this much on a first load, compressed (HTML, figures,
@@ -58,7 +59,7 @@ class PageReport:
     seconds: float = 0.0  # how long checking the page took, every way (on its first report)
     live: list[LiveReport] = field(default_factory=list)  # its live widgets (light mode)
     # What the page requested while it was checked, every way (on its first report): the URL
-    # path of each request to the site, the whole URL of any other (booktools.browser_verdicts).
+    # path of each request to the site, the whole URL of any other (booktools.browser.verdicts).
     loaded: list[str] = field(default_factory=list)
     kept: bool = False  # a verdict kept from an earlier check of the same files, not checked now
 
@@ -271,7 +272,7 @@ def check_search(context, base_url: str, query: str = "attention") -> list[str]:
 
     It also fails on a console error, an uncaught exception or an HTTP error while the home
     page loads the search index and the sitemap and searches: those two files are the site's,
-    and the verdicts that `booktools.browser_verdicts` keeps for pages do not depend on them.
+    and the verdicts that `booktools.browser.verdicts` keeps for pages do not depend on them.
     """
     problems: list[str] = []
     page = context.new_page()

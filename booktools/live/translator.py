@@ -1,4 +1,4 @@
-"""The Transformer chapter's translator, exported for the page (`booktools.live_export`).
+"""The Transformer chapter's translator, exported for the page (`booktools.live.export`).
 
 Its reference cases (what PyTorch computes for held-out sentences: tokens, logits, the attention
 weights of every block and head), the sentences they are computed for, and the export of its
@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from booktools.live_export import TOLERANCE, float16_effect, rounded, write_about, write_weights
+from booktools.live.export import TOLERANCE, float16_effect, rounded, write_about, write_weights
 
 
 def translator_case(model, src_vocab, tgt_vocab, num_steps: int, max_len: int, sentence: str):

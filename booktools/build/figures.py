@@ -42,7 +42,7 @@ from mkdocs.structure.files import File, Files
 
 from attention_book.figures.__main__ import main as draw_figures
 from booktools import ROOT
-from booktools.state import BuildState
+from booktools.build.state import BuildState
 
 log = logging.getLogger("mkdocs.hooks.book")
 

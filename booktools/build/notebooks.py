@@ -19,12 +19,12 @@ import nbformat
 from mkdocs.structure.files import File, Files
 
 from booktools import ROOT
-from booktools.figures import FIGURE_LINK, insert_fragments
-from booktools.listings import listing
-from booktools.live import notebook_text
+from booktools.build.figures import FIGURE_LINK, insert_fragments
+from booktools.build.listings import listing
+from booktools.build.notes import note_for
+from booktools.build.state import BuildState
+from booktools.live.widgets import notebook_text
 from booktools.markdown import Fence, Skip, is_mark, pieces
-from booktools.notes import note_for
-from booktools.state import BuildState
 
 CACHE = ROOT / ".cache"
 CHAPTERS = "chapters/"

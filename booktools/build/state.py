@@ -26,11 +26,11 @@ class BuildState:
             each value of a figure that returns values, by ``NAME.KEY``.
         frames: Each figure drawn as `Frames` (one drawing per value of a control): its
             ``control``, its ``labels`` and its ``start`` frame, by figure name.
-        page_lengths: Each chapter page's characters of text (`booktools.reading`), by its
+        page_lengths: Each chapter page's characters of text (`booktools.build.reading`), by its
             path under ``docs/``.
         search_samples: The first words of each paragraph of each chapter, by its URL, which
-            the search index must hold (`booktools.search_index`).
-        live: Each live widget's facts (`booktools.live.widget_facts`): its exported model's
+            the search index must hold (`booktools.build.search_index`).
+        live: Each live widget's facts (`booktools.live.widgets.widget_facts`): its exported model's
             folder, sizes and reference cases, by widget name (``{{ live:NAME }}``).
     """
 

@@ -6,7 +6,7 @@ A chapter shows the package's code with a titled fence whose body names sections
     --8<-- "attention_book/multihead.py:MultiHeadAttention"
     ```
 
-The hook expands those lines itself, before pymdownx.snippets would, so that the listing reads
+The plugin expands those lines itself, before pymdownx.snippets would, so that the listing reads
 like the idea it shows (as in the Annotated Transformer): each docstring is cut to its summary
 line, the Args/Returns/Shapes/Raises sections stay in the source and on the API page, and the
 section markers of nested sections are dropped. Under the listing, a line links each shown

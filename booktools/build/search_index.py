@@ -22,7 +22,7 @@ worth finding. About 7% of the chapters' text was in tables.
 
 After the build, `check_search_index` fails the build when the index weighs more than
 `MAX_INDEX_BYTES` compressed, or when a paragraph of a chapter is not in it (each paragraph's
-first words, as the hook collected them from the page the search plugin read).
+first words, as the plugin collected them from the page the search plugin read).
 """
 
 from __future__ import annotations

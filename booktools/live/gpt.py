@@ -1,4 +1,4 @@
-"""The optimizations chapter's character GPT, exported for the page (`booktools.live_export`).
+"""The optimizations chapter's character GPT, exported for the page (`booktools.live.export`).
 
 Its reference cases (what PyTorch computes for held-out prompts: characters, logits, attention
 weights), the prompts they are computed for, and the export of its weights and vocabulary into
@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from booktools.live_export import TOLERANCE, float16_effect, rounded, write_about, write_weights
+from booktools.live.export import TOLERANCE, float16_effect, rounded, write_about, write_weights
 
 
 def gpt_case(model, vocab: Sequence[str], prompt: str, num_new: int) -> dict[str, Any]:

@@ -1,6 +1,6 @@
 """The JavaScript that the browser check runs in a page, one script per question it asks.
 
-Each is a function expression for Playwright's ``page.evaluate``; `booktools.browser_check`
+Each is a function expression for Playwright's ``page.evaluate``; `booktools.browser.check`
 reads what they return. They do in the page, in one call, what would otherwise take a round
 trip from Python per element (a copy button, a slider), which is most of a check's time.
 """
@@ -24,7 +24,7 @@ ANIMATIONS_SETTLED = """async () => {
 }"""
 
 # Reports the state of the page, once its fonts are loaded. Math is rendered when the site is
-# built (booktools.katex): each formula's element holds KaTeX's HTML and MathML, styled by
+# built (booktools.build.katex): each formula's element holds KaTeX's HTML and MathML, styled by
 # KaTeX's style sheet, and no script renders math in the page.
 PAGE_STATE = """async () => {
   await document.fonts.ready;
@@ -195,8 +195,8 @@ DARK_PALETTE = """() => {
 # True once Material shows the dark palette.
 IS_DARK = "() => document.body.getAttribute('data-md-color-scheme') === 'slate'"
 
-# The live widgets of the page (booktools.live): each one's name, and whether a file of a live
-# widget (its code or its model) was loaded already, which must wait for its Load button.
+# The live widgets of the page (booktools.live.widgets): each one's name, and whether a file of a
+# live widget (its code or its model) was loaded already, which must wait for its Load button.
 LIVE_WIDGETS = """() => ({
   widgets: [...document.querySelectorAll('.book-live')].map(w => ({
     name: w.dataset.live,

@@ -1,8 +1,8 @@
 """The book's trained models, exported for the page: weights, vocabularies, PyTorch's reference.
 
-Two chapters run their trained model in the reader's browser (`booktools.live`): the
+Two chapters run their trained model in the reader's browser (`booktools.live.widgets`): the
 Transformer chapter's translator and the optimizations chapter's character GPT. This module,
-run by the build in a fresh interpreter (``python -m booktools.live_export --out DIR NAME ...``),
+run by the build in a fresh interpreter (``python -m booktools.live.export --out DIR NAME ...``),
 writes each one's static files into a folder named after the stored result it comes from:
 
 - ``model.json``: the configuration, the vocabulary, and where each tensor of the
@@ -16,7 +16,7 @@ writes each one's static files into a folder named after the stored result it co
 
 The folder's name is the result store's name for the trained result (``transformer-<hash>``,
 from the run's declared key) followed by a digest of the exporter (this file and the two that
-export each model, `booktools.live_translator` and `booktools.live_gpt`): a rebuild with the
+export each model, `booktools.live.translator` and `booktools.live.gpt`): a rebuild with the
 same stored result and the same exporter finds the folder and exports nothing. Nothing is
 trained here that the result store does not train anyway: the models come from
 `transformer_trained_model` and `optimizations_trained_model`, which load the stored result.
@@ -48,7 +48,7 @@ GPT_REFERENCE_CHARACTERS = 48
 
 
 #: The exporter's files, whose digest names the folders it writes (`exporter_digest`).
-EXPORTER_FILES = ("live_export.py", "live_translator.py", "live_gpt.py")
+EXPORTER_FILES = ("export.py", "translator.py", "gpt.py")
 
 
 def exporter_digest() -> str:
@@ -182,7 +182,7 @@ def export(name: str, out_dir: Path) -> dict[str, Any]:
     if name == "translator":
         from attention_book.experiments.bahdanau import BAHDANAU_CONFIG
         from attention_book.experiments.transformer import transformer_trained_model
-        from booktools.live_translator import export_translator_model, translator_sentences
+        from booktools.live.translator import export_translator_model, translator_sentences
 
         model, data = transformer_trained_model()
         sentences = translator_sentences(data)
@@ -197,7 +197,7 @@ def export(name: str, out_dir: Path) -> dict[str, Any]:
             optimizations_trained_model,
             optimizations_vocab,
         )
-        from booktools.live_gpt import export_gpt_model, gpt_prompts
+        from booktools.live.gpt import export_gpt_model, gpt_prompts
 
         model = optimizations_trained_model("baseline")
         prompts = gpt_prompts(optimizations_text("test"), optimizations_text("train"))

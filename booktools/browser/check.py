@@ -1,10 +1,10 @@
 """Open the built site in headless Chromium and check what a reader would see.
 
-Usage: ``python -m booktools.browser_check site --screenshots screenshots``; add
+Usage: ``python -m booktools.browser.check site --screenshots screenshots``; add
 ``--page docs/chapters/x.md`` (several times if needed) to check only those pages.
 
 Each page is loaded once and looked at in light mode at 1280 px, 390 px wide (a phone), and in
-dark mode; `booktools.browser_page` says what fails in each way (console errors, failed
+dark mode; `booktools.browser.page` says what fails in each way (console errors, failed
 requests, images, math, fonts, code that scrolls sideways, axe-core's accessibility audit, the
 figures' sliders, the live widgets against PyTorch, the page's weight, print, the copy
 buttons). Then it types "attention" into the search box and expects results. With
@@ -13,7 +13,7 @@ checks the whole site, of every way of the pages given with ``--page`` (``--all-
 every page, every way). Pages are shared among one browser per core, each taking the next page
 when it is done. It drives Debian's Chromium through Playwright (no browser download) and
 serves the site on a local port. With ``--verdicts DIR`` (as `make test` runs it) a page that
-passed before, and loads the same files now, is not loaded again: `booktools.browser_verdicts`.
+passed before, and loads the same files now, is not loaded again: `booktools.browser.verdicts`.
 """
 
 from __future__ import annotations
@@ -28,9 +28,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from booktools.browser_page import MODES, PageReport, check_page, check_search
-from booktools.browser_verdicts import Verdicts
-from booktools.browsing import browsing, site_pages
+from booktools.browser.page import MODES, PageReport, check_page, check_search
+from booktools.browser.serve import browsing, site_pages
+from booktools.browser.verdicts import Verdicts
 
 SEARCH = "search"
 
@@ -106,7 +106,7 @@ def check_one(context_of, base_url: str, path: str, options: Options) -> list[Pa
     """The reports of one page (or of the search box, for `SEARCH`), in a fresh context."""
     start = time.perf_counter()
     context = context_of()
-    loaded: list[str] = []  # what the page requests, for booktools.browser_verdicts
+    loaded: list[str] = []  # what the page requests, for booktools.browser.verdicts
     own = base_url + "/"
     context.on(
         "request",
@@ -280,7 +280,7 @@ def main(argv: list[str] | None = None, browser=None) -> int:
         type=Path,
         default=None,
         help="keep the verdict of each page that passes in this folder, and reuse it while "
-        "every file the page loads is unchanged (booktools.browser_verdicts); default: none",
+        "every file the page loads is unchanged (booktools.browser.verdicts); default: none",
     )
     parser.add_argument(
         "--jobs",

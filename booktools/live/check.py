@@ -1,14 +1,14 @@
 """The browser check of the live widgets: the page's model against PyTorch's, case by case.
 
-`booktools.browser_check` calls `check_live_widgets` on every page that has a live widget
-(`booktools.live`), in light mode, before it runs axe (so that axe sees the loaded widget). For
-each widget it:
+`booktools.browser.check` calls `check_live_widgets` on every page that has a live widget
+(`booktools.live.widgets`), in light mode, before it runs axe (so that axe sees the loaded widget).
+For each widget it:
 
 1. checks that nothing of the widget loaded with the page, presses the Load button as a
    reader does, and weighs what the widget downloaded (its code and its model), which must stay
    under `MAX_WIDGET_GZIP_BYTES`;
 2. types each held-out case of the widget's ``reference.json`` (written by
-   `booktools.live_export` from PyTorch) into the widget's box, presses Enter, waits for the
+   `booktools.live.export` from PyTorch) into the widget's box, presses Enter, waits for the
    widget to finish, and reads what the page computed (``window.bookLive[name].result``);
 3. fails unless the page's tokens are PyTorch's, and every logit and attention weight is within
    the reference's tolerance of PyTorch's (the largest differences are reported either way);
@@ -26,8 +26,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from booktools import browser_scripts as js
-from booktools.live import MAX_WIDGET_GZIP_BYTES
+from booktools.browser import scripts as js
+from booktools.live.widgets import MAX_WIDGET_GZIP_BYTES
 
 #: How long one case may take in the page (the GPT's run without the cache is the slowest).
 CASE_TIMEOUT_MS = 180_000

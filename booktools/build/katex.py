@@ -3,7 +3,7 @@ r"""Math rendered when the site is built, by KaTeX: pages load KaTeX's style she
 The chapters write math as ``$...$`` and ``$$...$$``; ``pymdownx.arithmatex`` (generic mode)
 wraps each formula, still in TeX, in ``<span class="arithmatex">\(...\)</span>`` or
 ``<div class="arithmatex">\[...\]</div>``. Material's search plugin indexes the page at that
-point, so the search index holds the TeX. Then `render_math` (run by the hook on every built
+point, so the search index holds the TeX. Then `render_math` (run by the plugin on every built
 page) replaces each formula by KaTeX's HTML, with MathML beside it for screen readers
 (``output: "htmlAndMathml"``). A formula KaTeX cannot render fails the build with `KatexError`,
 naming the page and the formula.
@@ -12,9 +12,9 @@ KaTeX runs where the site is built, in QuickJS (the ``quickjs`` package from PyP
 engine in a Python extension): the machine needs no Node.js. It runs KaTeX's own
 ``katex.min.js``, from the same npm release whose style sheet and fonts the site serves
 (`add_katex`, under ``assets/vendor/katex/``). That release is pinned in
-``booktools/katex-lock.json`` by version and sha512 digest (npm's ``integrity``);
-``python -m booktools.katex install`` (run by ``make setup``) downloads its tarball once, checks
-the digest, and unpacks its ``dist/`` into the virtual environment
+``booktools/build/katex-lock.json`` by version and sha512 digest (npm's ``integrity``);
+``python -m booktools.build.katex install`` (run by ``make setup``) downloads its tarball once,
+checks the digest, and unpacks its ``dist/`` into the virtual environment
 (``share/attention-book/katex-VERSION``). The build downloads nothing: without that folder it
 stops and says to run ``make setup``.
 """
@@ -63,7 +63,7 @@ class KatexError(PluginError):
 
 @dataclass(frozen=True)
 class Lock:
-    """The pinned KaTeX release (``booktools/katex-lock.json``)."""
+    """The pinned KaTeX release (``booktools/build/katex-lock.json``)."""
 
     version: str
     tarball: str
@@ -129,7 +129,7 @@ def install(
         if integrity(data) != pinned.integrity:
             raise ValueError(
                 f"the tarball at {pinned.tarball} has digest {integrity(data)}, not the pinned "
-                f"{pinned.integrity} (booktools/katex-lock.json): refused"
+                f"{pinned.integrity} (booktools/build/katex-lock.json): refused"
             )
         cache.parent.mkdir(parents=True, exist_ok=True)
         cache.write_bytes(data)
@@ -159,7 +159,7 @@ def installed(prefix: str | Path | None = None) -> Path:
     if not (stamp.is_file() and stamp.read_text(encoding="utf-8") == lock().integrity):
         raise KatexError(
             f"KaTeX {lock().version} is not installed in {target}: run `make setup` "
-            "(or `python -m booktools.katex install`)"
+            "(or `python -m booktools.build.katex install`)"
         )
     return target
 
@@ -280,7 +280,7 @@ def add_katex(files, config) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m booktools.katex install``: unpack the pinned release into this environment."""
+    """``python -m booktools.build.katex install``: unpack the pinned release here."""
     parser = argparse.ArgumentParser(description="KaTeX for the book's build")
     parser.add_argument("command", choices=["install", "where"])
     args = parser.parse_args(argv)

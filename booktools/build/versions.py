@@ -4,7 +4,7 @@ The versions are the pins of ``requirements.txt``, which ``make test`` installs 
 every block of the chapter: PyTorch and NumPy for every chapter (the package is built on them),
 and each other pinned package that the chapter's runnable blocks import themselves (matplotlib,
 Triton, ...). Python's version is that of the build, which ``make test`` runs in the same
-environment as the snippets. The hook writes the line (`versions_line`); no page types it, so a
+environment as the snippets. The plugin writes the line (`versions_line`); no page types it, so a
 new pin changes every chapter at once.
 """
 
@@ -92,7 +92,7 @@ def versions_line(markdown: str, requirements: str | None = None) -> str:
 
 
 def main() -> None:
-    """Print each chapter's line (``python -m booktools.versions``)."""
+    """Print each chapter's line (``python -m booktools.build.versions``)."""
     for page in sorted((ROOT / "docs" / "chapters").glob("*.md")):
         print(f"{page.name}: {versions_line(page.read_text(encoding='utf-8'))}")
 

@@ -1,7 +1,7 @@
 """The book's trained models, live in the reader's browser: the build's side of the widgets.
 
 A page puts a widget where it writes ``{{ live:NAME }}`` (``translator`` or ``gpt``, the
-models of `booktools.live_export`), and cites a number about it with ``{{ live:NAME.KEY }}``
+models of `booktools.live.export`), and cites a number about it with ``{{ live:NAME.KEY }}``
 (`VALUES`). At build time `add_live_models` exports each named model, in a fresh interpreter,
 into ``.cache/live/`` under the name of the stored result it comes from (a rebuild with the same
 result exports nothing), and adds its files to the site under ``live/`` without writing into
@@ -10,7 +10,7 @@ with a Load button (shown by ``book.js``, hidden without JavaScript, where a ``<
 note says why and points at the static figures) and the addresses of the model and of the
 code. Nothing of the model or of its code (``docs/assets/javascripts/live/``) loads before the
 reader presses the button, so the page's first load does not grow. The browser check
-(`booktools.browser_check`) presses it, types the held-out cases of ``reference.json`` into the
+(`booktools.browser.check`) presses it, types the held-out cases of ``reference.json`` into the
 widget and compares what the page computed with PyTorch's numbers.
 """
 
@@ -31,7 +31,7 @@ from mkdocs.exceptions import PluginError
 from mkdocs.structure.files import File, Files
 
 from booktools import ROOT
-from booktools.state import BuildState
+from booktools.build.state import BuildState
 
 log = logging.getLogger("mkdocs.hooks.book")
 
@@ -100,7 +100,7 @@ def gzip_bytes(path: Path) -> int:
 
 
 def export(names: list[str], out_dir: Path = CACHE / "live") -> dict[str, Path]:
-    """Export the named models (or find them exported) with ``python -m booktools.live_export``.
+    """Export the named models (or find them exported) with ``python -m booktools.live.export``.
 
     Args:
         names: Widgets' names.
@@ -113,7 +113,7 @@ def export(names: list[str], out_dir: Path = CACHE / "live") -> dict[str, Path]:
         PluginError: If the export fails, with its error output.
     """
     start = time.perf_counter()
-    command = [sys.executable, "-m", "booktools.live_export", "--out", str(out_dir), *names]
+    command = [sys.executable, "-m", "booktools.live.export", "--out", str(out_dir), *names]
     result = subprocess.run(command, cwd=ROOT, capture_output=True, text=True)
     if result.returncode != 0:
         raise PluginError(f"exporting the live models failed:\n{result.stderr[-4000:]}")

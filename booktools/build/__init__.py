@@ -1,0 +1,18 @@
+"""The site build: the MkDocs plugin (`booktools.build.plugin`) and what its events do.
+
+- `booktools.build.plugin`: `BookPlugin`, the events, in build order;
+- `booktools.build.state`: what one build keeps between events;
+- `booktools.build.figures`: figures and build fragments drawn at build time, cached per figure;
+- `booktools.build.listings`: listings of the package's source, docstrings cut to their summary;
+- `booktools.build.notes`: the "first run trains" note before a block that trains;
+- `booktools.build.notebooks`: one downloadable notebook per chapter;
+- `booktools.build.katex`: every formula rendered by KaTeX when the site is built
+  (``python -m booktools.build.katex install`` fetches KaTeX once, checked against
+  ``katex-lock.json``);
+- `booktools.build.versions`: the versions a chapter's code was tested with;
+- `booktools.build.reading`: reading times, the core pages' budget, the deep dives' note;
+- `booktools.build.search_index`: what the search index holds and leaves out;
+- `booktools.build.attr_lists`: the built pages checked for attribute lists left as text;
+- `booktools.build.referee`: the trained results' headline numbers against their recorded
+  spread, after every build.
+"""

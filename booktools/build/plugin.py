@@ -1,0 +1,217 @@
+"""The Attention Book's MkDocs plugin: build-time figures and math, chapter notebooks.
+
+`BookPlugin` is installed with the repository (the entry point ``book`` of ``mkdocs.plugins``
+in ``pyproject.toml``) and named in ``mkdocs.yml``'s ``plugins:``, after ``search``. Its events,
+in build order:
+
+1. ``on_config``: a new `BuildState` for this build, kept in the configuration that every
+   later event receives (each rebuild of ``mkdocs serve`` starts clean).
+2. ``on_files``: draws every figure and build fragment the pages use (`booktools.build.figures`),
+   exports the trained models that pages run live in the browser (`booktools.live.widgets`), adds
+   KaTeX's style sheet and fonts (`booktools.build.katex`) and one notebook per chapter
+   (`booktools.build.notebooks`).
+3. ``on_page_markdown``: expands the listings of package source (`booktools.build.listings`), puts a
+   note of what it trains before each block that may train (`booktools.build.notes`), inserts the
+   build fragments and the live widgets, shows each figure in light and dark, links each
+   chapter's notebook, says which versions its code was tested with (`booktools.build.versions`),
+   and puts a deep dive's note under its title (`booktools.build.reading`).
+4. ``on_page_content``: marks what the search index leaves out (code blocks, the API pages'
+   parameter tables: `booktools.build.search_index`) and keeps the first words of each paragraph of
+   each chapter, which the index must hold.
+5. ``on_post_page``: fails the build on an attribute list left as text in a page
+   (`booktools.build.attr_lists`), measures each chapter page against the core budget and shows its
+   reading time (`booktools.build.reading`), renders every formula of the page with KaTeX
+   (`booktools.build.katex`: after the search plugin indexed the page, so the index keeps the TeX; a
+   formula KaTeX cannot render fails the build, naming the page and the formula), and strips
+   the CDN script tags that nbconvert adds to notebook pages.
+6. ``on_post_build``: logs every chapter page's length, checks the search index's weight and
+   content (`booktools.build.search_index`), then runs the referee (`booktools.build.referee`): the
+   headline numbers of every trained result in the store against those recorded for it.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from mkdocs.exceptions import PluginError
+from mkdocs.plugins import BasePlugin, get_plugin_logger
+from mkdocs.structure.files import Files
+
+from booktools.build.attr_lists import check_attribute_lists
+from booktools.build.figures import add_figures, insert_fragments, light_and_dark_figures
+from booktools.build.katex import add_katex, render_math
+from booktools.build.listings import expand_listings
+from booktools.build.notebooks import CHAPTERS, add_notebooks, notebook_uri
+from booktools.build.notes import first_run_notes
+from booktools.build.reading import deep_dive_note, length_report, measure_page
+from booktools.build.referee import referee
+from booktools.build.search_index import check_search_index, exclude_code, paragraph_samples
+from booktools.build.state import BuildState
+from booktools.build.versions import versions_line
+from booktools.live.widgets import add_live_models, insert_live
+
+log = get_plugin_logger(__name__)
+
+#: The key of the configuration under which a build keeps its `BuildState`.
+STATE = "booktools_state"
+
+CDN_SCRIPT = re.compile(r'<script[^>]*\bsrc="https?://[^"]*"[^>]*>\s*</script>', re.S)
+MODULE_IMPORT = re.compile(
+    r"<script type=\"module\">(?:(?!</script>).)*?https?://(?:(?!</script>).)*</script>", re.S
+)
+
+
+def build_state(config) -> BuildState:
+    """The state of the build that `config` belongs to.
+
+    Args:
+        config: The mkdocs configuration, as every event receives it.
+
+    Returns:
+        The state `on_config` made for this build.
+
+    Raises:
+        PluginError: If ``on_config`` did not run (the plugin is not loaded by mkdocs).
+    """
+    try:
+        return config[STATE]
+    except KeyError:
+        raise PluginError("the book's build state is missing: on_config did not run") from None
+
+
+class BookPlugin(BasePlugin):
+    """The book's MkDocs plugin, ``book`` in ``mkdocs.yml``'s ``plugins:`` (after ``search``).
+
+    Registered by the repository's ``pyproject.toml`` as the entry point ``book`` of the group
+    ``mkdocs.plugins``; ``make setup`` installs it with the package (``pip install -e .``).
+    """
+
+    def on_config(self, config):
+        """Start a build: a new, empty `BuildState`.
+
+        Args:
+            config: The mkdocs configuration.
+
+        Returns:
+            The same configuration, with the build's state.
+        """
+        config[STATE] = BuildState()
+        return config
+
+    def on_files(self, files: Files, config) -> Files:
+        """Add figures, the live widgets' models, KaTeX's files and chapter notebooks to the site.
+
+        Args:
+            files: The site's files.
+            config: The mkdocs configuration.
+
+        Returns:
+            The files, with those added.
+        """
+        state = build_state(config)
+        add_figures(files, config, state)
+        add_live_models(files, config, state)
+        add_katex(files, config)
+        add_notebooks(files, config, state)
+        return files
+
+    def on_page_markdown(self, markdown: str, page, config, files: Files) -> str:
+        """Expand listings, insert build fragments; on chapters, the notebook's link and versions.
+
+        Args:
+            markdown: The page's Markdown.
+            page: The mkdocs page.
+            config: The mkdocs configuration.
+            files: The site's files.
+
+        Returns:
+            The Markdown that mkdocs renders.
+        """
+        state = build_state(config)
+        source = f"docs/{page.file.src_uri}"
+        written = markdown  # the page's own blocks, before listings are added
+        markdown = expand_listings(markdown, source)
+        markdown = first_run_notes(markdown)
+        markdown = insert_fragments(markdown, source, state)
+        markdown = insert_live(markdown, source, page.url, state)
+        markdown = light_and_dark_figures(markdown, state, page.url)
+        if page.file.src_uri.startswith(CHAPTERS):
+            name = Path(notebook_uri(page.file)).name
+            what = "page" if page.meta.get("deep_dive") else "chapter"
+            link = (
+                f"[:material-download: Download this {what} as a notebook]"
+                f'(../{notebook_uri(page.file)}){{ .md-button download="{name}" }}'
+            )
+            lines = markdown.split("\n")
+            title = next((k for k, line in enumerate(lines) if line.startswith("# ")), -1)
+            lines.insert(title + 1, f"\n{link}\n\n{versions_line(written)}\n")
+            markdown = "\n".join(lines)
+            markdown = deep_dive_note(
+                markdown, page.meta, page.file.src_uri, Path(config["docs_dir"])
+            )
+        return markdown
+
+    def on_page_content(self, html: str, page, config, files: Files) -> str:
+        """Mark what the search index leaves out; keep the chapters' paragraphs it must hold.
+
+        Args:
+            html: The page's content, before the search plugin reads it.
+            page: The mkdocs page.
+            config: The mkdocs configuration.
+            files: The site's files.
+
+        Returns:
+            The content, code blocks (and tables of API pages) marked ``data-search-exclude``.
+        """
+        if page.file.src_uri.startswith(CHAPTERS):
+            build_state(config).search_samples[page.url] = paragraph_samples(html)
+        return exclude_code(html, page.file.src_uri)
+
+    def on_post_page(self, output: str, page, config) -> str:
+        """Render the page's math, check the page, remove the scripts nbconvert loads from CDNs.
+
+        Every formula becomes KaTeX's HTML and MathML (`render_math`); the site must load nothing
+        from outside; and no ``{: ... }`` attribute list may be left as text
+        (`check_attribute_lists`).
+
+        Args:
+            output: The page's HTML.
+            page: The mkdocs page.
+            config: The mkdocs configuration.
+
+        Returns:
+            The HTML, without those scripts on notebook pages.
+
+        Raises:
+            PluginError: If the page shows an attribute-list marker as text, or is a core chapter
+                page over the budget of `booktools.build.reading`, naming the page.
+            KatexError: If KaTeX cannot render a formula, naming the page and the formula.
+        """
+        check_attribute_lists(output, page.file.src_uri)
+        if page.file.src_uri.startswith(CHAPTERS) and page.file.src_uri.endswith(".md"):
+            # Measured with each formula as its TeX, before KaTeX adds its HTML and MathML.
+            lengths = build_state(config).page_lengths
+            output = measure_page(output, page.file.src_uri, page.meta, lengths)
+        output = render_math(output, page.file.src_uri)
+        if page.file.src_uri.endswith((".py", ".ipynb")):
+            output = CDN_SCRIPT.sub("", output)
+            output = MODULE_IMPORT.sub("", output)
+        return output
+
+    def on_post_build(self, config) -> None:
+        """Checks of the built book as a whole, after every page is written.
+
+        The search index (its weight, and every chapter's paragraphs in it), then the referee.
+
+        First it logs the length and reading time of every chapter page, longest first.
+
+        Args:
+            config: The mkdocs configuration.
+        """
+        lengths = build_state(config).page_lengths
+        if lengths:
+            log.info("chapter pages, characters of text:\n%s", length_report(lengths))
+        samples = build_state(config).search_samples
+        log.info(check_search_index(Path(config.site_dir), samples))
+        referee()
