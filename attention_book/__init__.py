@@ -43,14 +43,9 @@ from attention_book.seq2seq import (
     Seq2SeqDecoder,
     Seq2SeqEncoder,
 )
-from attention_book.transformer import (
-    AddNorm,
-    PositionWiseFFN,
-    TransformerDecoder,
-    TransformerDecoderBlock,
-    TransformerEncoder,
-    TransformerEncoderBlock,
-)
+from attention_book.transformer import TransformerEncoder, TransformerEncoderBlock
+from attention_book.transformer_decoder import TransformerDecoder, TransformerDecoderBlock
+from attention_book.transformer_sublayers import AddNorm, PositionWiseFFN
 from attention_book.vit import PatchEmbedding, ViT, ViTBlock, ViTMLP
 
 __version__ = "0.1.0"

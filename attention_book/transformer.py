@@ -1,7 +1,7 @@
 """The Transformer of Vaswani et al. (2017): encoder and decoder built from attention.
 
-The model is split over three modules, all re-exported here, so that
-``from attention_book.transformer import TransformerDecoder`` works for every name:
+The model is split over three modules, read in this order; each name is imported from the
+module that defines it:
 
 - `attention_book.transformer_sublayers`: `PositionWiseFFN` and `AddNorm`, the residual
   connection with layer normalization (post-norm as in the paper, or pre-norm with
@@ -23,28 +23,10 @@ from torch import Tensor, nn
 
 from attention_book.multihead import MultiHeadAttention
 from attention_book.positional import PositionalEncoding
-from attention_book.transformer_decoder import (
-    DecoderState,
-    TransformerDecoder,
-    TransformerDecoderBlock,
-    attend_projected,
-    project_heads,
-)
 from attention_book.transformer_sublayers import AddNorm, PositionWiseFFN, token_embedding
 from attention_book.validation import check_hidden_states, check_tokens
 
-__all__ = [
-    "AddNorm",
-    "DecoderState",
-    "PositionWiseFFN",
-    "TransformerDecoder",
-    "TransformerDecoderBlock",
-    "TransformerEncoder",
-    "TransformerEncoderBlock",
-    "attend_projected",
-    "project_heads",
-    "token_embedding",
-]
+__all__ = ["TransformerEncoder", "TransformerEncoderBlock"]
 
 
 # --8<-- [start:TransformerEncoderBlock]

@@ -14,7 +14,7 @@ between. ``use_cache=False`` turns the cache off (every call recomputes the whol
 baseline the chapter measures it by.
 
 With the same weights, each block computes exactly what ``torch.nn.TransformerDecoderLayer``
-computes; the tests check it. Every public name is re-exported by `attention_book.transformer`.
+computes; the tests check it.
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ wrapper, in either order in use:
 
 `token_embedding` is the embedding table both stacks start with. The encoder
 (`attention_book.transformer`) and the decoder (`attention_book.transformer_decoder`) are built
-from these; every name is re-exported by `attention_book.transformer`.
+from these.
 """
 
 from __future__ import annotations

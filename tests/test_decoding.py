@@ -17,7 +17,8 @@ from torch import nn
 
 from attention_book.decoding import beam_search, greedy_decode
 from attention_book.seq2seq import EncoderDecoder
-from attention_book.transformer import TransformerDecoder, TransformerEncoder
+from attention_book.transformer import TransformerEncoder
+from attention_book.transformer_decoder import TransformerDecoder
 
 
 def make_model(seed: int = 1) -> EncoderDecoder:

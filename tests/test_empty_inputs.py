@@ -42,11 +42,11 @@ from attention_book.gpt import GPT
 from attention_book.linear_attention import linear_attention
 from attention_book.masking import masked_softmax
 from attention_book.multihead import GroupedQueryAttention, MultiHeadAttention
-from attention_book.transformer import (
+from attention_book.transformer import TransformerEncoder
+from attention_book.transformer_decoder import (
     DecoderState,
     TransformerDecoder,
     TransformerDecoderBlock,
-    TransformerEncoder,
 )
 from attention_book.vit import ViT, ViTBlock
 
