@@ -117,7 +117,7 @@ def label_smoothed_cross_entropy(
     With smoothing ``eps`` the target of each position is ``1 - eps`` on the reference token
     plus ``eps / vocab_size`` on every token (Szegedy et al., 2016), which PyTorch's
     ``cross_entropy(label_smoothing=eps)`` computes. With ``eps = 0`` this is
-    `attention_book.seq2seq.masked_cross_entropy`.
+    `masked_cross_entropy`.
 
     Args:
         logits: Scores over the target vocabulary.

@@ -9,7 +9,7 @@ the decoder's previous hidden state (Bahdanau, Cho and Bengio, 2015).
 The losses of a translator (the masked cross-entropy that ignores padding, its label-smoothed
 variant, and `translation_loss`, the loss function `fit` calls on a batch) live in
 `attention_book.losses`, and greedy decoding and beam search in `attention_book.decoding`:
-they serve the Transformer too. Both are re-exported here.
+they serve the Transformer too, and are imported from there.
 """
 
 from __future__ import annotations
@@ -18,29 +18,9 @@ import torch
 from torch import nn
 
 from attention_book.attention import AdditiveAttention
-from attention_book.decoding import Translation, beam_search, greedy_decode
-from attention_book.losses import (
-    MaskedSoftmaxCELoss,
-    label_smoothed_cross_entropy,
-    masked_cross_entropy,
-    translation_loss,
-)
-from attention_book.training.metrics import num_parameters  # noqa: F401 (importable here too)
 from attention_book.validation import check_sequence_lengths, check_tokens
 
-__all__ = [
-    "EncoderDecoder",
-    "MaskedSoftmaxCELoss",
-    "Seq2SeqAttentionDecoder",
-    "Seq2SeqDecoder",
-    "Seq2SeqEncoder",
-    "Translation",
-    "beam_search",
-    "greedy_decode",
-    "label_smoothed_cross_entropy",
-    "masked_cross_entropy",
-    "translation_loss",
-]
+__all__ = ["EncoderDecoder", "Seq2SeqAttentionDecoder", "Seq2SeqDecoder", "Seq2SeqEncoder"]
 
 #: A recurrent state: a GRU's hidden state, or an LSTM's (hidden state, cell state) pair.
 RNNState = torch.Tensor | tuple[torch.Tensor, torch.Tensor]

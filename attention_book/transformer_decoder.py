@@ -463,7 +463,7 @@ class TransformerDecoder(nn.Module):
         """The last block's encoder-decoder attention weights of the last call, mean over heads.
 
         This is the one weight matrix per sentence that decoding functions such as
-        `attention_book.seq2seq.greedy_decode` record (how much each new target
+        `attention_book.decoding.greedy_decode` record (how much each new target
         position looks at each source token). Every block and head is in
         ``cross_attention_weights``; ``None`` before the first call.
 

@@ -6,16 +6,15 @@ from torch import nn
 from torch.nn import functional as F
 
 from attention_book.attention import DotProductAttention
+from attention_book.decoding import beam_search, greedy_decode
+from attention_book.losses import masked_cross_entropy
 from attention_book.seq2seq import (
     EncoderDecoder,
     Seq2SeqAttentionDecoder,
     Seq2SeqDecoder,
     Seq2SeqEncoder,
-    beam_search,
-    greedy_decode,
-    masked_cross_entropy,
-    num_parameters,
 )
+from attention_book.training.metrics import num_parameters
 
 SRC_VOCAB, TGT_VOCAB, EMBED, HIDDENS = 11, 13, 8, 16
 BOS, EOS = 1, 2

@@ -355,7 +355,8 @@ def test_reorder_state_selects_and_repeats_rows():
 
 
 def test_decoder_with_encoder_decoder_wrapper_and_greedy_decode():
-    from attention_book.seq2seq import EncoderDecoder, greedy_decode
+    from attention_book.decoding import greedy_decode
+    from attention_book.seq2seq import EncoderDecoder
 
     torch.manual_seed(0)
     model = EncoderDecoder(
@@ -391,7 +392,8 @@ def test_decoder_refuses_to_decode_past_max_len():
 
 
 def test_beam_search_with_transformer_decoder():
-    from attention_book.seq2seq import EncoderDecoder, beam_search, greedy_decode
+    from attention_book.decoding import beam_search, greedy_decode
+    from attention_book.seq2seq import EncoderDecoder
 
     torch.manual_seed(0)
     model = EncoderDecoder(
@@ -524,7 +526,8 @@ def test_decoding_without_the_cache_gives_the_same_logits_and_weights(norm_first
 
 
 def test_cached_and_uncached_greedy_decoding_give_identical_tokens():
-    from attention_book.seq2seq import EncoderDecoder, beam_search, greedy_decode
+    from attention_book.decoding import beam_search, greedy_decode
+    from attention_book.seq2seq import EncoderDecoder
 
     torch.manual_seed(0)
     model = EncoderDecoder(
