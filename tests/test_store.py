@@ -79,7 +79,7 @@ def test_cached_notes_how_long_each_computation_took(tmp_cache):
 CONCURRENT_SCRIPT = """
 import sys, time
 from pathlib import Path
-from attention_book.training import cached
+from attention_book.store import cached
 
 def compute():
     with open(sys.argv[1], "a") as log:

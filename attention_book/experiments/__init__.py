@@ -92,7 +92,7 @@ def _cache_name(call: ast.Call, function: ast.FunctionDef) -> str | None:
 def cached_runs() -> dict[tuple[str, str], tuple[str, ...]]:
     """The cached runs each function of the experiment modules may compute, read from source.
 
-    A function starts a run when it calls `attention_book.training.cached`, or calls (by name)
+    A function starts a run when it calls `attention_book.store.cached`, or calls (by name)
     a function of its own module, or one it imports from another experiment module, that does;
     the run's name is the first argument of ``cached``. Nothing is run: the modules' source is
     parsed, so this costs no training and no import of torch.

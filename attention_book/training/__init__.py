@@ -1,4 +1,4 @@
-"""Training and evaluation: a small training loop, trusted metrics, schedules and cache keys.
+"""Training and evaluation: a small training loop, trusted metrics, schedules and a source hash.
 
 Four modules, read in this order:
 
@@ -8,7 +8,7 @@ Four modules, read in this order:
 - `attention_book.training.schedules`: learning rates with warm-up, stepped every step.
 - `attention_book.training.cache`: `package_source_hash`, a hash of the package source that a
   module runs (the site build keys its figures by it). The result store itself (`cached`,
-  `declared_key`, ...) is `attention_book.store`; its names are re-exported here too.
+  `declared_key`, ...) is `attention_book.store`, and its names are imported from there.
 
 The public names of the loop, the metrics and the cache are re-exported here
 (``from attention_book.training import fit``); the schedules are imported from their module.
@@ -16,15 +16,6 @@ The public names of the loop, the metrics and the cache are re-exported here
 package loads no plotting library: `History.plot` imports matplotlib when it is called.
 """
 
-from attention_book.store import (
-    RESULT_LIBRARIES,
-    cache_dir,
-    cache_path,
-    cached,
-    clear_cache,
-    declared_key,
-    library_versions,
-)
 from attention_book.training.cache import (
     DRAWING_CODE,
     imported_modules,
@@ -44,23 +35,16 @@ from attention_book.training.metrics import accuracy, bleu, num_parameters
 
 __all__ = [
     "DRAWING_CODE",
-    "RESULT_LIBRARIES",
     "History",
     "LossFn",
     "accuracy",
     "bleu",
-    "cache_dir",
-    "cache_path",
-    "cached",
     "classification_loss",
-    "clear_cache",
-    "declared_key",
     "evaluate_accuracy",
     "evaluate_loss",
     "fit",
     "get_device",
     "imported_modules",
-    "library_versions",
     "num_parameters",
     "package_source_hash",
     "set_seed",

@@ -6,8 +6,7 @@
 figure is drawn again when its code changes. The book's experiments key their results by what
 they declare instead (`declared_key` of `attention_book.store`: a frozen configuration, a
 ``VERSION``, digests of their inputs and the library versions), so that a refactor retrains
-nothing. The functions of the store (`cached`, `cache_dir`, ...) are re-exported here, so
-``from attention_book.training.cache import cached`` keeps working.
+nothing; the store's functions (`cached`, `cache_dir`, ...) are imported from there.
 """
 
 from __future__ import annotations
@@ -17,34 +16,7 @@ import functools
 import hashlib
 from pathlib import Path
 
-from attention_book.store import (
-    COMPUTE_TIMES,
-    RESULT_LIBRARIES,
-    cache_dir,
-    cache_path,
-    cached,
-    clear_cache,
-    compute_seconds,
-    declared_key,
-    digest,
-    library_versions,
-)
-
-__all__ = [
-    "COMPUTE_TIMES",
-    "DRAWING_CODE",
-    "RESULT_LIBRARIES",
-    "cache_dir",
-    "cache_path",
-    "cached",
-    "clear_cache",
-    "compute_seconds",
-    "declared_key",
-    "digest",
-    "imported_modules",
-    "library_versions",
-    "package_source_hash",
-]
+__all__ = ["DRAWING_CODE", "imported_modules", "package_source_hash"]
 
 #: Parts of the package (relative to its directory) that only draw: editing them never changes
 #: a computed result, so `package_source_hash` leaves them out.
