@@ -3,11 +3,11 @@ import torch
 
 from attention_book.experiments.multihead import (
     MULTIHEAD_CONFIG,
-    NeighborReader,
     multihead_answer_ranks,
     multihead_neighbor_batch,
     multihead_trained_model,
 )
+from attention_book.multihead import NeighborReader
 
 
 def test_neighbor_batch_targets_are_the_ring_neighbours():

@@ -26,7 +26,7 @@ from torch.nn import functional as F
 from torch.utils.data import DataLoader, RandomSampler, TensorDataset
 
 from attention_book.data.images import balanced_subset, load_digits_data, random_shift
-from attention_book.resnet import ResidualBlock, SmallResNet  # noqa: F401 (importable here)
+from attention_book.resnet import SmallResNet
 from attention_book.store import Run, cached, declared_key, digest
 from attention_book.timing import torch_threads
 from attention_book.training.loop import evaluate_accuracy, fit, set_seed
