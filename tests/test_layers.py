@@ -13,14 +13,19 @@ From the bottom up:
 A module may import modules of its own layer or below, never above; and no module may import,
 directly or through others, a module that imports it (no cycle), lazy imports inside functions
 included. Inside the package, ``from attention_book.x import name`` names the module that
-defines ``name``, not one that only re-exports it. The checks read the source (nothing is
-imported), and the last tests show each of them failing on a broken copy.
+defines ``name``, not one that only re-exports it; outside it (the tests, the benchmarks, the
+docs' scripts and the pages' ``python`` blocks) it names that module or a package's
+``__init__``, which gathers its submodules' names for readers. The checks read the source
+(nothing is imported), and the last tests show each of them failing on a broken copy.
 """
 
 from __future__ import annotations
 
 import ast
+import re
 import shutil
+import textwrap
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -146,6 +151,54 @@ def re_export_imports(root: Path) -> list[str]:
     return problems
 
 
+#: A bare ``python`` fence of a page (indented in an admonition or not) and its body.
+PYTHON_FENCE = re.compile(r"^(?P<indent> *)```python\n(?P<body>.*?)^(?P=indent)```$", re.M | re.S)
+
+
+def outside_sources(root: Path) -> Iterator[tuple[str, str]]:
+    """(where, Python source) of the code outside the package that imports from it.
+
+    The tests, the benchmarks and the docs' scripts, file by file, and each ``python`` block
+    of the pages under ``docs/`` and of ``README.md``, named ``page.md~line``.
+    """
+    for folder in ("tests", "benchmarks", "docs"):
+        for path in sorted((root / folder).rglob("*.py")):
+            yield path.relative_to(root).as_posix(), path.read_text(encoding="utf-8")
+    pages = [*sorted((root / "docs").rglob("*.md")), root / "README.md"]
+    for page in (p for p in pages if p.is_file()):
+        text = page.read_text(encoding="utf-8")
+        for fence in PYTHON_FENCE.finditer(text):
+            line = text.count("\n", 0, fence.start()) + 1
+            yield f"{page.relative_to(root).as_posix()}~{line}", textwrap.dedent(fence["body"])
+
+
+def outside_re_export_imports(root: Path) -> list[str]:
+    """Each ``from attention_book.x import name`` outside the package where `x` is a module
+    (not a package's ``__init__``) that does not define `name`."""
+    known = modules(root)
+    problems = []
+    for where, source in outside_sources(root):
+        try:
+            tree = ast.parse(source)
+        except SyntaxError:
+            continue  # not Python this check can read; the snippet runner reports it
+        for node in ast.walk(tree):
+            if not (isinstance(node, ast.ImportFrom) and node.module in known):
+                continue
+            path = known[node.module]
+            if path.name == "__init__.py":
+                continue
+            for alias in node.names:
+                if f"{node.module}.{alias.name}" not in known and (
+                    alias.name not in defined_names(path)
+                ):
+                    problems.append(
+                        f"{where}:{node.lineno}: imports {alias.name} from {node.module}, "
+                        "which does not define it: import it from the module that does"
+                    )
+    return problems
+
+
 def test_every_import_goes_down_the_layers():
     assert layer_violations(ROOT) == []
 
@@ -156,6 +209,10 @@ def test_no_module_imports_itself_through_others():
 
 def test_internal_imports_name_the_module_that_defines_the_name():
     assert re_export_imports(ROOT) == []
+
+
+def test_code_outside_the_package_imports_each_name_from_where_it_is_defined():
+    assert outside_re_export_imports(ROOT) == []
 
 
 def test_the_layers_are_as_documented():
@@ -207,3 +264,19 @@ def test_an_import_through_a_re_export_fails(copy: Path, tmp_path: Path):
     _append(root / PACKAGE / "vit.py", "\nfrom attention_book.training import fit\n")
     (problem,) = [p for p in re_export_imports(root) if p.startswith("attention_book/vit.py")]
     assert "imports fit from attention_book.training, which only re-exports it" in problem
+
+
+def test_an_import_of_a_re_exported_name_in_a_page_fails(copy: Path, tmp_path: Path):
+    root = tmp_path / "page"
+    shutil.copytree(copy, root)
+    _append(root / PACKAGE / "vit.py", "\nfrom attention_book.multihead import split_heads\n")
+    (root / "docs").mkdir()
+    (root / "docs" / "page.md").write_text(
+        "Text.\n\n!!! example\n\n    ```python\n"
+        "    from attention_book.training import fit\n"  # a package's __init__: fine
+        "    from attention_book.vit import ViT, split_heads\n"
+        "    ```\n",
+        encoding="utf-8",
+    )
+    (problem,) = outside_re_export_imports(root)
+    assert problem.startswith("docs/page.md~5:2: imports split_heads from attention_book.vit")
