@@ -308,8 +308,8 @@ def test_multihead_says_what_heads_buy_in_real_models():
     references = text[text.index("## References") :]
     for author in ("Michel, P.", "Voita, E."):
         assert author in references, author
-    for key in ("weak_top1", "weak_top2", "weak_mass", "weak_other", "verdict"):
-        assert f"{{{{ build:multihead_binding_facts.{key} }}}}" in text, key
+    for key in ("weak_top1", "weak_top2", "weak_mass", "weak_other", "binding"):
+        assert f"{{{{ build:multihead_facts.{key} }}}}" in text, key
 
 
 def test_the_transformer_chapter_words_its_second_review_fixes_from_the_build():

@@ -24,17 +24,11 @@ from attention_book.plotting import BOOK_STYLE, new_figure, show_heatmaps
 __all__ = [
     "FIGURES",
     "multihead_accuracy_table",
-    "multihead_binding_facts",
-    "multihead_binding_verdict",
-    "multihead_head_facts",
+    "multihead_facts",
     "multihead_head_heatmaps",
-    "multihead_head_verdict",
     "multihead_loss_curves",
-    "multihead_loss_facts",
-    "multihead_loss_verdict",
     "multihead_neighbour_weights",
-    "multihead_spread_facts",
-    "multihead_spread_verdict",
+    "multihead_verdict",
 ]
 
 COLORS = {1: "#d62728", 2: "#1f77b4", 4: "#2ca02c"}
@@ -71,57 +65,6 @@ def multihead_accuracy_table() -> str:
     return "\n".join(lines)
 
 
-def multihead_binding_verdict(
-    one_head: dict[str, list[float]], two_heads: dict[str, list[float]]
-) -> dict[str, str]:
-    """Values and a verdict for the prose: is the single head's failure one of binding?
-
-    Args:
-        one_head: `multihead_binding` of the one-head model (or the same shape).
-        two_heads: The same for the two-head model.
-
-    Returns:
-        ``"weak"`` (``"before"`` or ``"after"``: the answer the one-head model reads worse),
-        its ``"weak_top1"``, ``"weak_top2"``, ``"weak_mass"``, ``"weak_other"``;
-        ``"strong_top1"``, the other answer's; ``"two_heads_top1"``, the two-head model's
-        worse answer; all as percentages. ``"verdict"``: a sentence that says what they show.
-    """
-    weak = min((0, 1), key=lambda answer: one_head["top1"][answer])
-    values = {key: one_head[key][weak] for key in ("top1", "top2", "neighbour_mass")}
-    other = one_head["wrong_is_other"][weak]
-    facts = {
-        "weak": ("before", "after")[weak],
-        "weak_top1": f"{values['top1']:.1%}",
-        "weak_top2": f"{values['top2']:.1%}",
-        "weak_mass": f"{values['neighbour_mass']:.1%}",
-        "weak_other": f"{other:.1%}",
-        "strong_top1": f"{one_head['top1'][1 - weak]:.1%}",
-        "two_heads_top1": f"{min(two_heads['top1']):.1%}",
-    }
-    if values["top2"] < 0.95 or values["neighbour_mass"] < 0.8:
-        facts["verdict"] = (
-            "The right token is often not even among the two most probable, so in this run "
-            "the single head loses more than which token stood on which side."
-        )
-    elif values["top1"] <= 0.5 and other >= 0.8:
-        facts["verdict"] = (
-            "The model knows which two tokens surround each position and cannot tell which "
-            "stands on which side: it fails to bind tokens to positions, as the argument "
-            "predicts, and does not fail to see them."
-        )
-    else:
-        facts["verdict"] = (
-            "The right token is among the two most probable, but the first guesses are not "
-            "mainly mix-ups of the two sides: this run shows the binding failure only in part."
-        )
-    return facts
-
-
-def multihead_binding_facts() -> dict[str, str]:
-    """`multihead_binding_verdict` of the cached one- and two-head models (first seed)."""
-    return multihead_binding_verdict(multihead_binding(1), multihead_binding(2))
-
-
 def multihead_loss_curves() -> Figure:
     """Training loss per epoch of every model, one color per number of heads."""
     result = multihead_experiment()
@@ -143,51 +86,6 @@ def multihead_loss_curves() -> Figure:
         ax.legend()
         fig.tight_layout()
     return fig
-
-
-def _first_epoch_below(losses: list[float], level: float) -> int | None:
-    """The first epoch (counted from 1) whose loss is below `level`; None if there is none."""
-    return next((epoch for epoch, loss in enumerate(losses, start=1) if loss < level), None)
-
-
-def multihead_loss_verdict(runs: list[dict[str, Any]]) -> dict[str, str]:
-    """The caption's sentence on the loss curves, worded from the runs' losses.
-
-    Args:
-        runs: `multihead_experiment`'s ``"runs"`` (or the same shape): each with
-            ``"num_heads"`` and ``"train_loss"``, one loss per epoch.
-
-    Returns:
-        ``"caption"``: where the one-head runs and the others end, how many times apart, and
-        by which epoch every run with more heads is below 1% of its first epoch's loss.
-    """
-    one = [run["train_loss"][-1] for run in runs if run["num_heads"] == 1]
-    more = [run for run in runs if run["num_heads"] > 1]
-    last = [run["train_loss"][-1] for run in more]
-    ratio = min(one) / max(last)
-    if ratio >= 10:
-        place, apart = "far above", f"at least {ratio:,.0f} times lower"
-    else:
-        place, apart = "not far above", f"the lowest one-head loss is only {ratio:.1f} times theirs"
-    text = (
-        f"After the last epoch, the one-head runs end {place} the others: at {min(one):.2g} to "
-        f"{max(one):.2g}, against {min(last):.2g} to {max(last):.2g} for the two- and "
-        f"four-head runs ({apart})."
-    )
-    below = [_first_epoch_below(run["train_loss"], run["train_loss"][0] / 100) for run in more]
-    if None in below:
-        text += " Not every two- or four-head run falls below 1% of its first epoch's loss."
-    else:
-        text += (
-            " Every two- and four-head run is below 1% of its first epoch's loss by epoch "
-            f"{max(below)}."
-        )
-    return {"caption": text}
-
-
-def multihead_loss_facts() -> dict[str, str]:
-    """`multihead_loss_verdict` of the cached experiment."""
-    return multihead_loss_verdict(multihead_experiment()["runs"])
 
 
 def multihead_neighbour_weights(num_heads: int) -> tuple[list[float], list[float]]:
@@ -216,62 +114,6 @@ def multihead_neighbour_weights(num_heads: int) -> tuple[list[float], list[float
     return before.tolist(), after.tolist()
 
 
-def multihead_head_verdict(before: list[float], after: list[float]) -> dict[str, str]:
-    """What the heads of the model with more heads than relations do, worded from their weights.
-
-    Args:
-        before: Each head's mean weight on the token before (`multihead_neighbour_weights`).
-        after: The same on the token after.
-
-    Returns:
-        ``"spread"``: a sentence on how the heads share the two neighbours, and how sharply;
-        ``"pairs"``: the end of the conclusion's sentence on them.
-    """
-    words = ("no", "one", "two", "three", "four", "five", "six", "seven", "eight")
-    sides = ["before" if b >= a else "after" for b, a in zip(before, after, strict=True)]
-    largest = [max(b, a) for b, a in zip(before, after, strict=True)]
-    heads = len(sides)
-    counts = {side: sides.count(side) for side in ("before", "after")}
-    if min(largest) <= 0.5 or 0 in counts.values():
-        return {
-            "spread": (
-                f"With {words[heads]} heads, the heads do not each serve one neighbour: in this "
-                "build, "
-                "some head gives neither of them most of its weight, or one neighbour has no "
-                "head of its own."
-            ),
-            "pairs": (
-                f"with {words[heads]} heads the model does not give each neighbour heads of its own"
-            ),
-        }
-    sharp = sum(w > 0.9 for w in largest)
-    if sharp == heads:
-        manner = "every one of them sharply (more than 90% of its weight on it)"
-    elif sharp == 0:
-        manner = "none of them sharply (each keeps more than 10% of its weight elsewhere)"
-    else:
-        manner = (
-            f"{words[sharp]} of them sharply (more than 90% of their weight on it) and "
-            f"{words[heads - sharp]} with part of their weight elsewhere"
-        )
-    split = (
-        f"{words[counts['before']]} to the token before and "
-        f"{words[counts['after']]} to the token after"
-    )
-    return {
-        "spread": (
-            f"With {words[heads]} heads, each head serves one of the two neighbours, {manner}; "
-            f"in this build the model gives {split}. Nothing forces a one-to-one assignment."
-        ),
-        "pairs": f"with {words[heads]} heads the model gives {split}",
-    }
-
-
-def multihead_head_facts() -> dict[str, str]:
-    """`multihead_head_verdict` of the cached four-head model."""
-    return multihead_head_verdict(*multihead_neighbour_weights(4))
-
-
 def multihead_head_heatmaps() -> Figure:
     """Per-head attention weights of the trained 1-, 2- and 4-head models on one input."""
     sizes = MULTIHEAD_CONFIG.num_steps, MULTIHEAD_CONFIG.vocab_size
@@ -296,46 +138,164 @@ def multihead_head_heatmaps() -> Figure:
     return fig
 
 
-#: The figures and build-time tables of this module, in the order of the chapter.
-def multihead_spread_verdict(means: list[float]) -> str:
-    """A sentence: how the two-head model did over the recorded trainings.
+def _weak_answer(one_head: dict[str, list[float]]) -> int:
+    """The answer (0: the token before, 1: the token after) the one-head model reads worse."""
+    return min((0, 1), key=lambda answer: one_head["top1"][answer])
+
+
+def _first_epoch_below(losses: list[float], level: float) -> int | None:
+    """The first epoch (counted from 1) whose loss is below `level`; None if there is none."""
+    return next((epoch for epoch, loss in enumerate(losses, start=1) if loss < level), None)
+
+
+def multihead_verdict(
+    one_head: dict[str, list[float]],
+    runs: list[dict[str, Any]],
+    before: list[float],
+    after: list[float],
+    recorded: list[float],
+) -> dict[str, str]:
+    """The chapter's words that depend on its numbers; the rest of each sentence is the page's.
 
     Args:
-        means: The two-head model's mean accuracy (both answers, all seeds, in %) in each
+        one_head: `multihead_binding` of the one-head model (or the same shape).
+        runs: `multihead_experiment`'s ``"runs"`` (or the same shape): each with
+            ``"num_heads"`` and ``"train_loss"``, one loss per epoch.
+        before: Each head's mean weight on the token before, in the four-head model
+            (`multihead_neighbour_weights`).
+        after: The same on the token after.
+        recorded: The two-head model's mean accuracy (both answers, all seeds, in %) in each
             recorded training (other CPU arithmetic, other seeds).
 
     Returns:
-        One sentence, or an empty string without recorded trainings.
+        ``"weak"``: the answer the one-head model reads worse (``"before"`` or ``"after"``);
+        ``"binding"``: the sentence on whether its errors are a failure of binding;
+        ``"loss_place"`` and ``"loss_apart"``: where the one-head runs end against the
+        others, and how many times apart; ``"loss_fall"``: the sentence on how fast the runs
+        with more heads fall; ``"heads"`` and ``"pairs"``: how the four heads share the two
+        neighbours; ``"recorded"``: how often two heads answered both questions in the
+        recorded trainings.
+
+    Raises:
+        ValueError: If `recorded` is empty.
     """
-    if not means:
-        return ""
-    solved = sum(m >= 99.5 for m in means)
-    if solved == len(means):
-        return (
-            f"Over the {len(means)} recorded trainings of the experiment (other CPU arithmetic, "
-            "other seeds), two heads answered both questions every time."
-        )
-    return (
-        f"Over the {len(means)} recorded trainings of the experiment (other CPU arithmetic, "
-        f"other seeds), two heads answered both questions in {solved} and fell short in "
-        f"{len(means) - solved}, where a seed's run fell into the one-head failure (mean "
-        f"accuracy down to {min(means):.1f}%): two heads make the solution reachable, not "
-        "certain."
+    if not recorded:
+        raise ValueError("recorded must hold the recorded trainings' accuracies, got none")
+    words = {}
+    weak = _weak_answer(one_head)
+    words["weak"] = ("before", "after")[weak]
+    top1, top2, mass, other = (
+        one_head[key][weak] for key in ("top1", "top2", "neighbour_mass", "wrong_is_other")
     )
+    if top2 < 0.95 or mass < 0.8:
+        words["binding"] = (
+            "The right token is often not even among the two most probable, so in this run "
+            "the single head loses more than which token stood on which side."
+        )
+    elif top1 <= 0.5 and other >= 0.8:
+        words["binding"] = (
+            "The model knows which two tokens surround each position and cannot tell which "
+            "stands on which side: it fails to bind tokens to positions, as the argument "
+            "predicts, and does not fail to see them."
+        )
+    else:
+        words["binding"] = (
+            "The right token is among the two most probable, but the first guesses are not "
+            "mainly mix-ups of the two sides: this run shows the binding failure only in part."
+        )
+
+    one = [run["train_loss"][-1] for run in runs if run["num_heads"] == 1]
+    more = [run for run in runs if run["num_heads"] > 1]
+    ratio = min(one) / max(run["train_loss"][-1] for run in more)
+    if ratio >= 10:
+        words["loss_place"], words["loss_apart"] = "far above", f"at least {ratio:,.0f} times lower"
+    else:
+        words["loss_place"] = "not far above"
+        words["loss_apart"] = f"the lowest one-head loss is only {ratio:.1f} times theirs"
+    below = [_first_epoch_below(run["train_loss"], run["train_loss"][0] / 100) for run in more]
+    if None in below:
+        words["loss_fall"] = (
+            "Not every two- or four-head run falls below 1% of its first epoch's loss."
+        )
+    else:
+        words["loss_fall"] = (
+            "Every two- and four-head run is below 1% of its first epoch's loss by epoch "
+            f"{max(below)}."
+        )
+
+    numbers = ("no", "one", "two", "three", "four", "five", "six", "seven", "eight")
+    sides = ["before" if b >= a else "after" for b, a in zip(before, after, strict=True)]
+    largest = [max(b, a) for b, a in zip(before, after, strict=True)]
+    counts = {side: sides.count(side) for side in ("before", "after")}
+    if min(largest) <= 0.5 or 0 in counts.values():
+        words["heads"] = (
+            "the heads do not each serve one neighbour: in this build, some head gives neither "
+            "of them most of its weight, or one neighbour has no head of its own."
+        )
+        words["pairs"] = "does not give each neighbour heads of its own"
+    else:
+        sharp = sum(w > 0.9 for w in largest)
+        if sharp == len(sides):
+            manner = "every one of them sharply (more than 90% of its weight on it)"
+        elif sharp == 0:
+            manner = "none of them sharply (each keeps more than 10% of its weight elsewhere)"
+        else:
+            manner = (
+                f"{numbers[sharp]} of them sharply (more than 90% of their weight on it) and "
+                f"{numbers[len(sides) - sharp]} with part of their weight elsewhere"
+            )
+        words["pairs"] = (
+            f"gives {numbers[counts['before']]} to the token before and "
+            f"{numbers[counts['after']]} to the token after"
+        )
+        words["heads"] = (
+            f"each head serves one of the two neighbours, {manner}; in this build the model "
+            f"{words['pairs']}. Nothing forces a one-to-one assignment."
+        )
+
+    solved = sum(m >= 99.5 for m in recorded)
+    if solved == len(recorded):
+        words["recorded"] = "every time."
+    else:
+        words["recorded"] = (
+            f"in {solved} and fell short in {len(recorded) - solved}, where a seed's run fell "
+            f"into the one-head failure (mean accuracy down to {min(recorded):.1f}%): two heads "
+            "make the solution reachable, not certain."
+        )
+    return words
 
 
-def multihead_spread_facts() -> dict[str, str]:
-    """`multihead_spread_verdict` of the recorded trainings, for the prose."""
-    means = [n["accuracy %, 2 heads"] for n in recorded_values("multihead").values()]
-    return {"two_heads": multihead_spread_verdict(means)}
+def multihead_facts() -> dict[str, str]:
+    """The numbers the chapter's sentences cite, and `multihead_verdict`'s words on them.
+
+    Read from the cached experiment (the first seed's one-, two- and four-head models, every
+    run's losses) and the recorded trainings of the two-head model.
+    """
+    one_head, two_heads = multihead_binding(1), multihead_binding(2)
+    runs = multihead_experiment()["runs"]
+    recorded = [n["accuracy %, 2 heads"] for n in recorded_values("multihead").values()]
+    weak = _weak_answer(one_head)
+    one = [run["train_loss"][-1] for run in runs if run["num_heads"] == 1]
+    more = [run["train_loss"][-1] for run in runs if run["num_heads"] > 1]
+    return {
+        "weak_top1": f"{one_head['top1'][weak]:.1%}",
+        "weak_top2": f"{one_head['top2'][weak]:.1%}",
+        "weak_mass": f"{one_head['neighbour_mass'][weak]:.1%}",
+        "weak_other": f"{one_head['wrong_is_other'][weak]:.1%}",
+        "strong_top1": f"{one_head['top1'][1 - weak]:.1%}",
+        "two_heads_top1": f"{min(two_heads['top1']):.1%}",
+        "one_head_low": f"{min(one):.2g}",
+        "one_head_high": f"{max(one):.2g}",
+        "more_heads_low": f"{min(more):.2g}",
+        "more_heads_high": f"{max(more):.2g}",
+        "recorded_trainings": str(len(recorded)),
+        **multihead_verdict(one_head, runs, *multihead_neighbour_weights(4), recorded),
+    }
 
 
 FIGURES = (
     multihead_accuracy_table,
     multihead_loss_curves,
-    multihead_loss_facts,
     multihead_head_heatmaps,
-    multihead_head_facts,
-    multihead_binding_facts,
-    multihead_spread_facts,
+    multihead_facts,
 )
