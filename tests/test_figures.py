@@ -348,58 +348,6 @@ def test_the_ceiling_bullet_says_how_near_the_top_both_models_are():
     assert "30.0 points below it" in far and "near the ceiling" not in far
 
 
-def test_the_length_verdict_says_what_was_kept_and_claims_no_cause():
-    from attention_book.figures.transformer_studies import transformer_length_verdict as verdict
-
-    lost = verdict({"transformer": [90.0, 70.0, 45.0], "bahdanau": [80.0, 60.0, 50.0]})
-    assert "the Transformer keeps 50% of its BLEU" in lost and "the Bahdanau model 62%" in lost
-    assert "the Transformer kept less than 80% of it there" in lost
-    assert "less than the Bahdanau model kept" in lost
-    kept = verdict({"transformer": [90.0, 85.0, 81.0], "bahdanau": [80.0, 60.0, 40.0]})
-    assert "kept at least 80% of it there, and more than the Bahdanau model kept" in kept
-    same = verdict({"transformer": [90.0, 60.0, 45.0], "bahdanau": [80.0, 60.0, 40.0]})
-    assert "about as much as the Bahdanau model kept" in same
-    for text in (lost, kept, same):
-        assert "do not show why" in text
-        assert "extrapolate" not in text and "position code" not in text
-    scores = {"transformer": [90.0, 85.0, 81.0], "bahdanau": [80.0, 60.0, 40.0]}
-    steady = verdict(scores, [(0.9, 0.5), (0.8, 0.6), (0.85, 0.55)])
-    assert "The Transformer kept more in every one of the 3 recorded trainings" in steady
-    assert "the Transformer kept 80% to 90%, the Bahdanau model 50% to 60%" in steady
-    flips = verdict(scores, [(0.9, 0.5), (0.6, 0.7)])
-    assert "The order is not stable" in flips and "cannot rank the two" in flips
-    assert "every one" not in flips
-
-
-def _norm_losses(post: float, pre: float, warm: float, steps: int = 50) -> dict:
-    """Loss curves (synthetic test data): 6.0 at the first step, then a plateau."""
-    curves = {"post-norm": post, "pre-norm": pre, "post-norm, warm-up": warm}
-    return {name: [6.0] + [value] * (steps - 1) for name, value in curves.items()}
-
-
-def test_the_norm_verdict_follows_the_three_stacks_numbers():
-    from attention_book.figures.transformer_studies import transformer_norm_verdict as verdict
-
-    slow = verdict(_norm_losses(post=2.2, pre=1.9, warm=3.0), warmup_steps=100, peak=0.01)
-    assert "the pre-norm stack averages a loss of 1.90 and the post-norm stack 2.20" in slow
-    assert "1.2 times as much" in slow
-    assert "rose from 0.0001 to 0.005 over these 50 steps, below the peak of 0.01" in slow
-    assert "that the schedule reaches at step 100" in slow
-    assert "3.00, 0.80 higher than without warmup, and not below the pre-norm stack's" in slow
-    assert "(both post-norm stacks: the same weights, the same first batch)" in slow
-    helped = verdict(_norm_losses(post=2.2, pre=1.9, warm=2.0), warmup_steps=100, peak=0.01)
-    assert "2.00, 0.20 lower than without warmup, and not below the pre-norm" in helped
-    best = verdict(_norm_losses(post=2.2, pre=1.9, warm=1.5), warmup_steps=100, peak=0.01)
-    assert "1.50, 0.70 lower than without warmup and below the pre-norm stack's 1.90" in best
-    past = verdict(_norm_losses(post=1.9, pre=2.2, warm=2.0), warmup_steps=10, peak=0.01)
-    assert "the post-norm stack averages a loss of 1.90 and the pre-norm stack 2.20" in past
-    assert "reached the peak of 0.01 at step 10 and had decayed to 0.0045 by step 50" in past
-    apart = _norm_losses(post=2.2, pre=1.9, warm=3.0)
-    apart["post-norm, warm-up"][0] = 5.0
-    text = verdict(apart, warmup_steps=100, peak=0.01)
-    assert "6.00 (post-norm), 5.00 (post-norm with warmup) and 6.00 (pre-norm)" in text
-
-
 # ---------------------------------------------------------------------------------------------
 # The scoring-functions chapter: the sentences that read the scaling measurements
 
@@ -494,20 +442,6 @@ def test_the_epoch_time_sentence_follows_the_cpu_time_ratio_in_either_direction(
     assert "less although" in faster
     same = epoch_time_verdict({"plain": 50.0, "attention": 52.0})
     assert "about the same work" in same and "1.04 times" in same
-
-
-def test_the_norm_verdict_says_whether_each_comparison_holds_in_every_recorded_training():
-    from attention_book.figures.transformer_studies import transformer_norm_verdict as verdict
-
-    losses = _norm_losses(2.2, 1.9, 3.0)
-    steady = verdict(losses, 100, 0.01, {"post-norm against pre-norm": [(2.2, 1.9), (3.1, 1.8)]})
-    assert "post-norm against pre-norm ended above in every one of the 2" in steady
-    mixed = verdict(
-        losses, 100, 0.01, {"post-norm with warm-up against without": [(3.0, 2.2), (2.0, 3.1)]}
-    )
-    assert "ended below in 1 of the 2 and above in the others" in mixed
-    assert "is the seed's, not the norm's" in mixed
-    assert "recorded trainings" not in verdict(losses, 100, 0.01)
 
 
 def test_the_bahdanau_spread_bullet_gives_both_ranges_and_the_order():

@@ -320,8 +320,8 @@ def test_the_transformer_chapter_words_its_second_review_fixes_from_the_build():
 
     findings = inspect.getsource(transformer.transformer_findings)
     assert "transformer_tuning_caveat(" in findings and "transformer_ceiling(" in findings
-    assert "transformer_length_verdict(" in inspect.getsource(
-        transformer_studies.transformer_length_findings
+    assert "transformer_studies_verdict(" in inspect.getsource(
+        transformer_studies.transformer_studies_facts
     )
     assert "transformer_norm_warmup_experiment()" in inspect.getsource(transformer_studies)
     text = " ".join(page("transformer.md").split())

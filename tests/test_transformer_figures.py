@@ -13,12 +13,19 @@ stored runs where the store holds them, what the prose and the alt texts still s
   others in every bucket;
 - the cache's timings say whether the speed-up grew with the output length, at every length,
   overall or not at all, and where the decoder without the cache was faster;
-- the length split's output lengths say which way each model fails on the longest sources.
+- the length split says how much of its BLEU each model kept on the longest sources, whether the
+  order holds in the recorded trainings, and which way each model fails there;
+- the deep stacks say which one ends lower, what the warmup did, and whether each comparison
+  holds in the recorded trainings.
+
+The deep dives' words come from one function, `transformer_studies_verdict`; `verdict` below
+gives it numbers like the build's, with those a test names in their place.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -26,10 +33,7 @@ from attention_book.experiments.bahdanau import MODELS, bahdanau_cache_key
 from attention_book.experiments.transformer import transformer_cache_key, transformer_run_name
 from attention_book.experiments.transformer_studies import LENGTH_SPLIT_CONFIG
 from attention_book.figures.transformer import copy_counts, digit_tokens, transformer_ceiling
-from attention_book.figures.transformer_studies import (
-    transformer_kv_cache_verdict,
-    transformer_length_output_reading,
-)
+from attention_book.figures.transformer_studies import transformer_studies_verdict
 from attention_book.store import is_cached
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -165,32 +169,69 @@ def test_the_model_without_attention_is_far_below_in_every_bucket_as_the_alt_tex
 
 
 # ---------------------------------------------------------------------------------------------
+# The deep dives' verdict
+
+
+def _norm_losses(post: float, pre: float, warm: float, steps: int = 50) -> dict:
+    """Loss curves (synthetic test data): 6.0 at the first step, then a plateau."""
+    curves = {"post-norm": post, "pre-norm": pre, "post-norm, warm-up": warm}
+    return {name: [6.0] + [value] * (steps - 1) for name, value in curves.items()}
+
+
+def verdict(**numbers: Any) -> dict[str, str]:
+    """`transformer_studies_verdict` of numbers like the build's, with `numbers` in their place."""
+    given = {
+        "kept": {"transformer": 0.5, "bahdanau": 0.62},
+        "recorded_kept": [(0.5, 0.62), (0.45, 0.65)],
+        "output_ratios": {"transformer": 1.13, "bahdanau": 1.09},
+        "norm_losses": _norm_losses(post=2.2, pre=1.9, warm=3.0),
+        "warmup_steps": 100,
+        "peak": 0.01,
+        "recorded_post_pre": [(2.2, 1.9), (3.1, 1.8)],
+        "recorded_warmup": [(3.0, 2.2), (3.1, 2.0)],
+        "lengths": (8, 16, 32),
+        "cache": [0.01, 0.02, 0.04],
+        "no_cache": [0.015, 0.04, 0.12],
+        "identical": True,
+    }
+    return transformer_studies_verdict(**{**given, **numbers})
+
+
+# ---------------------------------------------------------------------------------------------
 # Decoding with a key/value cache
 
 
 def test_the_cache_verdict_reads_the_trend_of_the_speed_up():
-    lengths = (8, 16, 32)
-    grows = transformer_kv_cache_verdict(lengths, [0.01, 0.02, 0.04], [0.015, 0.04, 0.12], True)
-    assert "took 40 ms with the cache and 120 ms without it, 3.0 times as long" in grows
-    assert "for 8 tokens the ratio is 1.5" in grows
-    assert "grew with every doubling of the output length (1.5 at 8 tokens, 2.0 at 16" in grows
-    assert "faster one" not in grows
-    assert "1.2 ms at 8 tokens and 1.2 ms at 32, 1.0 times as much for 4 times" in grows
-    assert "from 1.9 ms to 3.8 ms, 2.0 times as much" in grows
-    assert "generated the same tokens at every length" in grows
-    dips = transformer_kv_cache_verdict(lengths, [0.01, 0.05, 0.04], [0.015, 0.04, 0.12], False)
-    assert "grew with the output length overall, not at every step" in dips
-    assert "At 16 tokens the decoder without the cache was the faster one." in dips
-    assert "generated different tokens" in dips
-    flat = transformer_kv_cache_verdict(lengths, [0.01, 0.02, 0.04], [0.02, 0.03, 0.04], True)
-    assert "did not grow with the output length" in flat
+    grows = verdict()
+    assert grows["kv_trend"] == "grew with every doubling of the output length"
+    assert grows["kv_slower"] == ""
+    assert grows["kv_tokens"] == "the same"
+    dips = verdict(cache=[0.01, 0.05, 0.04], identical=False)
+    assert dips["kv_trend"] == "grew with the output length overall, not at every step"
+    assert dips["kv_slower"] == "At 16 tokens the decoder without the cache was the faster one."
+    assert dips["kv_tokens"] == "different"
+    flat = verdict(no_cache=[0.02, 0.03, 0.04])
+    assert flat["kv_trend"] == "did not grow with the output length"
     with pytest.raises(ValueError, match="must have the same length, at least 2, got 3, 2 and 3"):
-        transformer_kv_cache_verdict(lengths, [0.01, 0.02], [0.1, 0.2, 0.3], True)
+        verdict(cache=[0.01, 0.02], no_cache=[0.1, 0.2, 0.3])
+
+
+def test_the_cache_sentence_gives_the_builds_timings():
+    from attention_book.experiments.transformer_timings import TIMING_CONFIG, transformer_timings
+    from attention_book.figures.transformer_studies import transformer_kv_cache_facts
+
+    facts = transformer_kv_cache_facts()
+    seconds = transformer_timings()["decode_seconds"]
+    assert facts["cache_ms"] == f"{1000 * seconds['cache'][-1]:.0f}"
+    assert facts["no_cache_ms"] == f"{1000 * seconds['no cache'][-1]:.0f}"
+    assert facts["ratios"].startswith(f"{seconds['no cache'][0] / seconds['cache'][0]:.1f} at ")
+    assert facts["last"] == str(TIMING_CONFIG.output_lengths[-1])
 
 
 def test_the_decoding_page_reads_the_timings_through_the_build():
     text = chapter_text(DECODING)
-    assert "{{ build:transformer_kv_cache_findings }}" in text
+    for key in ("trend", "slower", "tokens", "ratios"):
+        assert f"{{{{ build:transformer_kv_cache_facts.{key} }}}}" in text, key
     alt = text[text.index("![Decoding time") : text.index("(../figures/transformer_kv_cache.svg)")]
     for word in ("steeply", "widens", "grows", "faster"):
         assert word not in alt, word
@@ -201,22 +242,110 @@ def test_the_decoding_page_reads_the_timings_through_the_build():
 
 
 def test_the_output_reading_says_which_way_each_model_fails():
-    short_long = transformer_length_output_reading({"transformer": 0.65, "bahdanau": 1.13})
-    assert "the Transformer's output is 65% of the reference length, shorter than the" in (
-        short_long
+    short_long = verdict(output_ratios={"transformer": 0.65, "bahdanau": 1.13})
+    assert short_long["length_reading_transformer"] == (
+        "shorter than the references: it stopped early or left words out"
     )
-    assert "stopped early or left words out; the Bahdanau model's output is 113%" in short_long
-    assert "longer than the references: it repeated or added words." in short_long
-    even = transformer_length_output_reading({"transformer": 0.97, "bahdanau": 1.04})
-    assert even.count("about as long as the references, which by itself shows neither") == 2
-    with pytest.raises(ValueError, match="ratios must be positive"):
-        transformer_length_output_reading({"transformer": 0.0, "bahdanau": 1.0})
+    assert short_long["length_reading_bahdanau"] == (
+        "longer than the references: it repeated or added words"
+    )
+    even = verdict(output_ratios={"transformer": 0.97, "bahdanau": 1.04})
+    for key in ("transformer", "bahdanau"):
+        assert even[f"length_reading_{key}"] == (
+            "about as long as the references, which by itself shows neither"
+        )
+    with pytest.raises(ValueError, match="output_ratios must be positive"):
+        verdict(output_ratios={"transformer": 0.0, "bahdanau": 1.0})
+
+
+def test_the_length_verdict_says_what_was_kept_and_claims_no_cause():
+    lost = verdict(kept={"transformer": 45 / 90, "bahdanau": 50 / 80})
+    assert lost["length_kept_share"] == "less than 80%"
+    assert lost["length_kept_compared"] == "less than"
+    kept = verdict(kept={"transformer": 81 / 90, "bahdanau": 40 / 80})
+    assert (kept["length_kept_share"], kept["length_kept_compared"]) == (
+        "at least 80%",
+        "more than",
+    )
+    same = verdict(kept={"transformer": 45 / 90, "bahdanau": 40 / 80})
+    assert same["length_kept_compared"] == "about as much as"
+    for words in (lost, kept, same):
+        text = " ".join(words.values())
+        assert "extrapolate" not in text and "position code" not in text
+    steady = verdict(recorded_kept=[(0.9, 0.5), (0.8, 0.6), (0.85, 0.55)])["length_kept_order"]
+    assert "The Transformer kept more in every one of the 3 recorded trainings" in steady
+    assert "the Transformer kept 80% to 90%, the Bahdanau model 50% to 60%" in steady
+    flips = verdict(recorded_kept=[(0.9, 0.5), (0.6, 0.7)])["length_kept_order"]
+    assert "The order is not stable" in flips and "cannot rank the two" in flips
+    assert "every one" not in flips
+    with pytest.raises(ValueError, match="must not be empty"):
+        verdict(recorded_kept=[])
 
 
 def test_the_length_page_reads_the_split_through_the_build():
     text = chapter_text(LENGTH)
-    assert "{{ build:transformer_length_findings }}" in text
-    assert "{{ build:transformer_length_output_facts.reading }}" in text
+    for key in ("kept_share", "kept_compared", "kept_order", "reading_transformer"):
+        assert f"{{{{ build:transformer_length_findings.{key} }}}}" in text, key
+    assert "These runs measure how much each kept; they do not show why." in text
     limit = LENGTH_SPLIT_CONFIG.max_train_length
     assert f"only on the training pairs whose source has at most {limit} tokens" in text
     assert f"trained on sources of at most {limit} tokens" in text  # the figure's alt text
+
+
+def test_the_length_facts_count_the_split():
+    from attention_book.figures.transformer_studies import transformer_length_findings
+
+    facts = transformer_length_findings()
+    limit = LENGTH_SPLIT_CONFIG.max_train_length
+    assert (facts["limit"], facts["above_limit"]) == (str(limit), str(limit + 1))
+    seen, unseen, long = (int(facts[f"sentences_{g}"]) for g in ("seen", "unseen", "long"))
+    assert seen + unseen + long == int(facts["held_out"].replace(",", ""))
+
+
+# ---------------------------------------------------------------------------------------------
+# Post-norm and pre-norm
+
+
+def test_the_norm_verdict_follows_the_three_stacks_numbers():
+    slow = verdict()
+    assert (slow["norm_better"], slow["norm_worse"]) == ("pre-norm", "post-norm")
+    assert slow["norm_rate"] == (
+        "rose from 0.0001 to 0.005 over these 50 steps, below the peak of 0.01 that the "
+        "schedule reaches at step 100"
+    )
+    assert (slow["norm_warm_change"], slow["norm_warm_pre"]) == ("higher", ", and not below")
+    assert slow["norm_starts"] == "(both post-norm stacks: the same weights, the same first batch)"
+    helped = verdict(norm_losses=_norm_losses(post=2.2, pre=1.9, warm=2.0))
+    assert (helped["norm_warm_change"], helped["norm_warm_pre"]) == ("lower", ", and not below")
+    best = verdict(norm_losses=_norm_losses(post=2.2, pre=1.9, warm=1.5))
+    assert (best["norm_warm_change"], best["norm_warm_pre"]) == ("lower", " and below")
+    past = verdict(norm_losses=_norm_losses(post=1.9, pre=2.2, warm=2.0), warmup_steps=10)
+    assert (past["norm_better"], past["norm_worse"]) == ("post-norm", "pre-norm")
+    assert (
+        past["norm_rate"]
+        == "reached the peak of 0.01 at step 10 and had decayed to 0.0045 by step 50"
+    )
+    apart = _norm_losses(post=2.2, pre=1.9, warm=3.0)
+    apart["post-norm, warm-up"][0] = 5.0
+    assert verdict(norm_losses=apart)["norm_starts"] == "(post-norm), 5.00 (post-norm with warmup)"
+
+
+def test_the_norm_verdict_says_whether_each_comparison_holds_in_every_recorded_training():
+    words = verdict()
+    assert words["norm_recorded_pre"] == "above in every one of the 2"
+    assert words["norm_recorded_warmup"] == "above in every one of the 2"
+    mixed = verdict(recorded_warmup=[(3.0, 2.2), (2.0, 3.1)])
+    assert mixed["norm_recorded_warmup"] == "below in 1 of the 2 and above in the others"
+    with pytest.raises(ValueError, match="must not be empty"):
+        verdict(recorded_post_pre=[])
+
+
+def test_the_norm_page_reads_the_stacks_through_the_build():
+    from attention_book.figures.transformer_studies import transformer_norm_facts
+
+    text = chapter_text("transformer-norms.md")
+    for key in ("better", "rate", "warm_change", "warm_pre", "recorded_pre", "recorded_warmup"):
+        assert f"{{{{ build:transformer_norm_facts.{key} }}}}" in text, key
+    assert "is the seed's, not the norm's." in text
+    facts = transformer_norm_facts()
+    assert float(facts["better_loss"]) <= float(facts["worse_loss"])

@@ -32,19 +32,17 @@ from attention_book.training.schedules import warmup_inverse_sqrt
 
 __all__ = [
     "FIGURES",
+    "LENGTH_GROUPS",
     "transformer_kv_cache",
-    "transformer_kv_cache_findings",
-    "transformer_kv_cache_verdict",
+    "transformer_kv_cache_facts",
     "transformer_length_findings",
     "transformer_length_generalization",
     "transformer_length_kept",
-    "transformer_length_output_facts",
-    "transformer_length_output_reading",
     "transformer_length_samples",
-    "transformer_length_verdict",
     "transformer_norm_curves",
-    "transformer_norm_findings",
-    "transformer_norm_verdict",
+    "transformer_norm_facts",
+    "transformer_studies_facts",
+    "transformer_studies_verdict",
 ]
 
 
@@ -77,95 +75,6 @@ def _bleu_and_length(hypotheses, references, chosen) -> tuple[float, float]:
     return token_bleu(hypotheses, references), ratio
 
 
-def transformer_length_findings() -> str:
-    """Markdown bullets with the length experiment's numbers, worded from them."""
-    result = transformer_length_experiment()
-    references, lengths = _held_out()
-    limit = LENGTH_SPLIT_CONFIG.max_train_length
-    groups = {
-        f"up to {limit} tokens (lengths seen in training)": lambda n: n <= limit,
-        f"{limit + 1} to 39 tokens": lambda n: limit < n < 40,
-        "40 tokens or more": lambda n: n >= 40,
-    }
-    num_train = len(bahdanau_data().train_pairs)
-    kept = result["num_train_pairs"] / num_train
-    lines = [
-        f"- Training kept {result['num_train_pairs']:,} of the {num_train:,} training pairs "
-        f"({kept:.0%}: sources of at most {limit} tokens); {len(references):,} held-out "
-        "sentences test it. To take as many optimizer steps as on the standard split, the "
-        f"Transformer trained {result['num_epochs']['transformer']} epochs over them and the "
-        f"Bahdanau model {result['num_epochs']['bahdanau']}."
-    ]
-    scores: dict[str, list[float]] = {"transformer": [], "bahdanau": []}
-    for group, member in groups.items():
-        chosen = [i for i, n in enumerate(lengths) if member(n)]
-        cells = []
-        for key, name in (("transformer", "Transformer"), ("bahdanau", "Bahdanau model")):
-            bleu, ratio = _bleu_and_length(result[key]["greedy"], references, chosen)
-            scores[key].append(bleu)
-            cells.append(f"{name} {bleu:.1f} BLEU (output {ratio:.0%} of the reference length)")
-        lines.append(f"- Sources of {group}, {len(chosen)} sentences: " + "; ".join(cells) + ".")
-    recorded = [
-        transformer_length_kept(numbers)
-        for numbers in recorded_values("transformer-length").values()
-        if all(
-            f"BLEU, {m}, sources of >= 40 tokens" in numbers for m in ("transformer", "bahdanau")
-        )
-    ]
-    lines.append(transformer_length_verdict(scores, recorded))
-    return "\n".join(lines) + "\n"
-
-
-def transformer_length_verdict(
-    scores: dict[str, list[float]], recorded: Sequence[tuple[float, float]] = ()
-) -> str:
-    """A bullet: how much of its BLEU each model kept on the longest sources, from the numbers.
-
-    It says what was measured, the BLEU kept beyond the training lengths relative to within
-    them, and names no cause: the run does not isolate the position code's part. Whether the
-    order of the two models holds is read from the recorded trainings of other CPU arithmetic
-    and seeds, not from this one run.
-
-    Args:
-        scores: For "transformer" and "bahdanau", BLEU on the held-out sources of the lengths
-            seen in training first and on the longest group (40 tokens or more) last.
-        recorded: The share each model kept, (Transformer, Bahdanau model), in each recorded
-            training of the split (`attention_book.experiments.spread.recorded_values`).
-
-    Returns:
-        One Markdown bullet.
-    """
-    kept = {key: values[-1] / values[0] for key, values in scores.items()}
-    ours, theirs = kept["transformer"], kept["bahdanau"]
-    share = "at least 80%" if ours >= 0.8 else "less than 80%"
-    if round(ours, 2) == round(theirs, 2):
-        compared = "about as much as the Bahdanau model kept"
-    else:
-        compared = f"{'more' if ours > theirs else 'less'} than the Bahdanau model kept"
-    text = (
-        f"- On sources of 40 tokens or more, the Transformer keeps {ours:.0%} of its BLEU on "
-        f"the lengths it was trained on, the Bahdanau model {theirs:.0%}: the Transformer kept "
-        f"{share} of it there, and {compared}."
-    )
-    if recorded:
-        mine = [r[0] for r in recorded]
-        others = [r[1] for r in recorded]
-        ranges = (
-            f"the Transformer kept {min(mine):.0%} to {max(mine):.0%}, the Bahdanau model "
-            f"{min(others):.0%} to {max(others):.0%}"
-        )
-        trainings = f"{len(recorded)} recorded trainings of the split (other CPU arithmetic, seeds)"
-        if all(a > b for a, b in recorded) or all(a < b for a, b in recorded):
-            way = "more" if recorded[0][0] > recorded[0][1] else "less"
-            text += f" The Transformer kept {way} in every one of the {trainings}: {ranges}."
-        else:
-            text += (
-                f" The order is not stable: across the {trainings}, {ranges}, and each model "
-                "came out ahead in some. One training cannot rank the two on these sentences."
-            )
-    return text + " These runs measure how much each kept; they do not show why."
-
-
 def transformer_length_kept(numbers: dict[str, float]) -> tuple[float, float]:
     """The share of BLEU kept on sources of 40 tokens or more, from a run's headline numbers.
 
@@ -181,51 +90,6 @@ def transformer_length_kept(numbers: dict[str, float]) -> tuple[float, float]:
         / numbers[f"BLEU, {m}, sources of <= {limit} tokens"]
         for m in ("transformer", "bahdanau")
     )
-
-
-def transformer_length_output_reading(ratios: dict[str, float], tolerance: float = 0.05) -> str:
-    """Which way each model fails on the longest sources, read from its output length.
-
-    A model whose output is shorter than the references (by more than `tolerance`) stopped
-    early or left words out; one whose output is longer repeated or added words; in between,
-    the length alone does not say.
-
-    Args:
-        ratios: For "transformer" and "bahdanau", generated tokens over reference tokens on the
-            held-out sources of 40 tokens or more.
-        tolerance: How far from 1 a ratio must be to count as shorter or longer.
-
-    Returns:
-        One sentence of Markdown.
-
-    Raises:
-        ValueError: If a ratio is not positive.
-    """
-    if any(ratio <= 0 for ratio in ratios.values()):
-        raise ValueError(f"ratios must be positive, got {ratios}")
-    parts = []
-    for key, name in (("transformer", "the Transformer's"), ("bahdanau", "the Bahdanau model's")):
-        ratio = ratios[key]
-        if ratio < 1 - tolerance:
-            reading = "shorter than the references: it stopped early or left words out"
-        elif ratio > 1 + tolerance:
-            reading = "longer than the references: it repeated or added words"
-        else:
-            reading = "about as long as the references, which by itself shows neither"
-        parts.append(f"{name} output is {ratio:.0%} of the reference length, {reading}")
-    return f"On sources of 40 tokens or more, {parts[0]}; {parts[1]}."
-
-
-def transformer_length_output_facts() -> dict[str, str]:
-    """The reading of the output lengths on the longest held-out sources, from the run."""
-    result = transformer_length_experiment()
-    references, lengths = _held_out()
-    chosen = [i for i, n in enumerate(lengths) if n >= 40]
-    ratios = {
-        key: _bleu_and_length(result[key]["greedy"], references, chosen)[1]
-        for key in ("transformer", "bahdanau")
-    }
-    return {"reading": transformer_length_output_reading(ratios)}
 
 
 def transformer_length_samples() -> str:
@@ -280,112 +144,6 @@ def transformer_norm_curves() -> Figure:
     return fig
 
 
-def transformer_norm_verdict(
-    losses: dict[str, list[float]],
-    warmup_steps: int,
-    peak: float,
-    recorded: dict[str, Sequence[tuple[float, float]]] | None = None,
-) -> str:
-    """What the three deep stacks show, worded from their losses.
-
-    Args:
-        losses: Every step's training loss of "post-norm" and "pre-norm" (no warmup) and of
-            "post-norm, warm-up", all trained for the same number of steps.
-        warmup_steps: The warmup of the third stack (the main run's).
-        peak: The peak learning rate (the first two stacks' constant rate).
-        recorded: Per comparison (e.g. "post-norm against pre-norm"), the two losses of the
-            last 10 steps in each recorded training (`recorded_pairs`).
-
-    Returns:
-        A paragraph of Markdown.
-    """
-    recorded = recorded or {}
-    num_steps = len(losses["post-norm"])
-    mean = {name: sum(curve[-10:]) / 10 for name, curve in losses.items()}
-    post, pre, warm = mean["post-norm"], mean["pre-norm"], mean["post-norm, warm-up"]
-    better, worse = sorted(("post-norm", "pre-norm"), key=mean.get)
-    last_rate = peak * warmup_inverse_sqrt(num_steps - 1, warmup_steps)
-    first = {name: curve[0] for name, curve in losses.items()}
-    if first["post-norm"] == first["post-norm, warm-up"]:
-        text = (
-            f"The stacks start from a loss of {first['post-norm']:.2f} (both post-norm stacks: "
-            f"the same weights, the same first batch) and {first['pre-norm']:.2f} (pre-norm). "
-        )
-    else:
-        text = (
-            f"The stacks start from a loss of {first['post-norm']:.2f} (post-norm), "
-            f"{first['post-norm, warm-up']:.2f} (post-norm with warmup) and "
-            f"{first['pre-norm']:.2f} (pre-norm). "
-        )
-    text += (
-        f"Over the last 10 of {num_steps} steps, without warmup, the {better} "
-        f"stack averages a loss of {mean[better]:.2f} and the {worse} stack {mean[worse]:.2f}, "
-        f"{mean[worse] / mean[better]:.1f} times as much. "
-    )
-    if num_steps < warmup_steps:
-        text += (
-            f"With the main run's warmup, the post-norm stack's learning rate rose from "
-            f"{peak * warmup_inverse_sqrt(0, warmup_steps):.2g} to {last_rate:.2g} over these "
-            f"{num_steps} steps, below the peak of {peak:g} that the schedule reaches at step "
-            f"{warmup_steps}; "
-        )
-    else:
-        text += (
-            f"With the main run's warmup, the post-norm stack's learning rate reached the "
-            f"peak of {peak:g} at step {warmup_steps} and had decayed to {last_rate:.2g} by "
-            f"step {num_steps}; "
-        )
-    change = "lower" if warm < post else "higher"
-    text += (
-        f"its loss over the last 10 steps averages {warm:.2f}, {abs(post - warm):.2f} {change} "
-        "than without warmup"
-    )
-    if warm < pre:
-        text += f" and below the pre-norm stack's {pre:.2f}."
-    else:
-        text += f", and not below the pre-norm stack's {pre:.2f}."
-    return text + _in_every_training(recorded) + "\n"
-
-
-def _in_every_training(recorded: dict[str, Sequence[tuple[float, float]]]) -> str:
-    """Whether each comparison of the norm verdict holds in the recorded trainings."""
-    sentences = []
-    for what, pairs in recorded.items():
-        if not pairs:
-            continue
-        below = sum(a < b for a, b in pairs)
-        if below in (0, len(pairs)):
-            way = "below" if below else "above"
-            sentences.append(f"{what} ended {way} in every one of the {len(pairs)}")
-        else:
-            sentences.append(
-                f"{what} ended below in {below} of the {len(pairs)} and above in the others"
-            )
-    if not sentences:
-        return ""
-    return (
-        " Over the recorded trainings of these stacks (other CPU arithmetic, other seeds), "
-        + "; ".join(sentences)
-        + ": a comparison that does not hold in every one is the seed's, not the norm's."
-    )
-
-
-def transformer_norm_findings() -> str:
-    """One paragraph with the three deep stacks' result, worded from the numbers."""
-    config = NORM_WARMUP_CONFIG.norm.transformer
-    loss = "loss of the last 10 steps, {}"
-    norm = ("transformer-norm", loss.format("post-norm"))
-    recorded = {
-        "post-norm against pre-norm": recorded_pairs(
-            norm, ("transformer-norm", loss.format("pre-norm"))
-        ),
-        "post-norm with warm-up against without": recorded_pairs(
-            ("transformer-norm-warmup", loss.format("post-norm, warm-up")), norm
-        ),
-    }
-    return transformer_norm_verdict(_norm_losses(), config.warmup_steps, config.lr, recorded)
-
-
 def transformer_kv_cache() -> Figure:
     """Greedy decoding time of one sentence against output length, with and without cache."""
     seconds, lengths = transformer_timings()["decode_seconds"], TIMING_CONFIG.output_lengths
@@ -406,87 +164,306 @@ def transformer_kv_cache() -> Figure:
     return fig
 
 
-def transformer_kv_cache_verdict(
-    lengths: tuple[int, ...] | list[int],
-    cache: list[float],
-    no_cache: list[float],
-    identical: bool,
-) -> str:
-    """The cache's speed-up and the cost per token, worded from the timings.
+#: The held-out groups of the length split, by the names of their values: which source lengths
+#: each holds, given the longest training source.
+LENGTH_GROUPS = {
+    "seen": lambda n, limit: n <= limit,
+    "unseen": lambda n, limit: limit < n < 40,
+    "long": lambda n, limit: n >= 40,
+}
 
-    Says by how much decoding without the cache took longer at the shortest and the longest
-    output, whether that ratio grew with every doubling of the length, only overall, or not
-    at all, at which lengths the decoder without the cache was faster, and how the cost per
-    generated token changed with and without the cache.
+
+def transformer_studies_verdict(
+    *,
+    kept: dict[str, float],
+    recorded_kept: Sequence[tuple[float, float]],
+    output_ratios: dict[str, float],
+    norm_losses: dict[str, list[float]],
+    warmup_steps: int,
+    peak: float,
+    recorded_post_pre: Sequence[tuple[float, float]],
+    recorded_warmup: Sequence[tuple[float, float]],
+    lengths: Sequence[int],
+    cache: Sequence[float],
+    no_cache: Sequence[float],
+    identical: bool,
+) -> dict[str, str]:
+    """The words of the three studies that depend on their numbers; the rest is the pages'.
+
+    The length split: how much of its BLEU each model kept on the longest sources (naming no
+    cause: the run does not isolate the position code's part), whether the order of the two
+    holds in the recorded trainings of other CPU arithmetic and seeds, and which way each
+    model fails there, read from its output length (shorter than the references, by more than
+    5%: it stopped early or left words out; longer: it repeated or added words). The deep
+    stacks: which one ends lower, the warmup's learning rate, whether warmup helped, and
+    whether each comparison holds in the recorded trainings. The key/value cache: whether its
+    speed-up grew with the output length, where the decoder without it was faster, and
+    whether both generated the same tokens.
 
     Args:
+        kept: For "transformer" and "bahdanau", BLEU on the held-out sources of 40 tokens or
+            more over BLEU on the lengths seen in training.
+        recorded_kept: The same, (Transformer, Bahdanau model), in each recorded training of
+            the split (`transformer_length_kept`).
+        output_ratios: For "transformer" and "bahdanau", generated tokens over reference
+            tokens on the held-out sources of 40 tokens or more.
+        norm_losses: Every step's training loss of "post-norm" and "pre-norm" (no warmup) and
+            of "post-norm, warm-up", all trained for the same number of steps.
+        warmup_steps: The warmup of the third stack (the main run's).
+        peak: The peak learning rate (the first two stacks' constant rate).
+        recorded_post_pre: The post-norm and the pre-norm stack's loss of the last 10 steps in
+            each recorded training (`recorded_pairs`).
+        recorded_warmup: The post-norm stack's with and without warmup, the same way.
         lengths: The numbers of tokens decoded, shortest first.
         cache: Seconds to decode each length with the cache.
         no_cache: Seconds to decode each length without it.
         identical: Whether both decoders generated the same tokens at every length.
 
     Returns:
-        A paragraph of Markdown.
+        ``"length_kept_share"``, ``"length_kept_compared"`` and ``"length_kept_order"`` (a
+        sentence) on the BLEU kept; ``"length_reading_transformer"`` and
+        ``"length_reading_bahdanau"``: what each output length shows; ``"norm_starts"``,
+        ``"norm_better"``, ``"norm_worse"``, ``"norm_rate"``, ``"norm_warm_change"``,
+        ``"norm_warm_pre"``, ``"norm_recorded_pre"`` and ``"norm_recorded_warmup"`` on the deep
+        stacks; ``"kv_trend"``, ``"kv_slower"`` (a sentence, or nothing) and ``"kv_tokens"`` on
+        the cache.
 
     Raises:
-        ValueError: If the three sequences do not have the same length of at least 2.
+        ValueError: If an output ratio is not positive, a recorded comparison is empty, or
+            `lengths`, `cache` and `no_cache` do not have the same length of at least 2.
     """
+    if any(ratio <= 0 for ratio in output_ratios.values()):
+        raise ValueError(f"output_ratios must be positive, got {output_ratios}")
+    if not (recorded_kept and recorded_post_pre and recorded_warmup):
+        raise ValueError("recorded_kept, recorded_post_pre and recorded_warmup must not be empty")
     if not len(lengths) == len(cache) == len(no_cache) >= 2:
         raise ValueError(
             "lengths, cache and no_cache must have the same length, at least 2, got "
             f"{len(lengths)}, {len(cache)} and {len(no_cache)}"
         )
-    ratios = [slow / fast for slow, fast in zip(no_cache, cache, strict=True)]
-    shown = ", ".join(
-        f"{ratio:.1f} at {n}{' tokens' if k == 0 else ''}"
-        for k, (n, ratio) in enumerate(zip(lengths, ratios, strict=True))
-    )
-    if all(later >= earlier for earlier, later in itertools.pairwise(ratios)):
-        trend = f"The ratio grew with every doubling of the output length ({shown})."
-    elif ratios[-1] > ratios[0]:
-        trend = f"The ratio grew with the output length overall, not at every step ({shown})."
+    words = {}
+    ours, theirs = kept["transformer"], kept["bahdanau"]
+    words["length_kept_share"] = "at least 80%" if ours >= 0.8 else "less than 80%"
+    if round(ours, 2) == round(theirs, 2):
+        words["length_kept_compared"] = "about as much as"
     else:
-        trend = f"The ratio did not grow with the output length ({shown})."
-    slower = [str(n) for n, ratio in zip(lengths, ratios, strict=True) if ratio < 1]
-    if slower:
-        trend += (
-            f" At {' and '.join(slower)} tokens the decoder without the cache was the faster one."
+        words["length_kept_compared"] = "more than" if ours > theirs else "less than"
+    mine, others = [r[0] for r in recorded_kept], [r[1] for r in recorded_kept]
+    ranges = (
+        f"the Transformer kept {min(mine):.0%} to {max(mine):.0%}, the Bahdanau model "
+        f"{min(others):.0%} to {max(others):.0%}"
+    )
+    trainings = (
+        f"{len(recorded_kept)} recorded trainings of the split (other CPU arithmetic, seeds)"
+    )
+    if all(a > b for a, b in recorded_kept) or all(a < b for a, b in recorded_kept):
+        way = "more" if recorded_kept[0][0] > recorded_kept[0][1] else "less"
+        words["length_kept_order"] = (
+            f"The Transformer kept {way} in every one of the {trainings}: {ranges}."
         )
-    per_token = {
-        name: [1000 * t / n for t, n in zip(times, lengths, strict=True)]
-        for name, times in (("cache", cache), ("no cache", no_cache))
+    else:
+        words["length_kept_order"] = (
+            f"The order is not stable: across the {trainings}, {ranges}, and each model came "
+            "out ahead in some. One training cannot rank the two on these sentences."
+        )
+    readings = {
+        "shorter": "shorter than the references: it stopped early or left words out",
+        "longer": "longer than the references: it repeated or added words",
+        "even": "about as long as the references, which by itself shows neither",
     }
-    first, last = lengths[0], lengths[-1]
-    growth = {name: values[-1] / values[0] for name, values in per_token.items()}
-    return (
-        f"Generating {last} tokens took {1000 * cache[-1]:.0f} ms with the cache and "
-        f"{1000 * no_cache[-1]:.0f} ms without it, {ratios[-1]:.1f} times as long; for "
-        f"{first} tokens the ratio is {ratios[0]:.1f}. {trend} Per generated token, the cached "
-        f"decoder spent {per_token['cache'][0]:.1f} ms at {first} tokens and "
-        f"{per_token['cache'][-1]:.1f} ms at {last}, {growth['cache']:.1f} times as much for "
-        f"{last / first:.0f} times as many tokens; without the cache the cost per token went "
-        f"from {per_token['no cache'][0]:.1f} ms to {per_token['no cache'][-1]:.1f} ms, "
-        f"{growth['no cache']:.1f} times as much. Both decoders generated "
-        f"{'the same' if identical else 'different'} tokens at every length.\n"
+    for key, ratio in output_ratios.items():
+        way = "shorter" if ratio < 0.95 else "longer" if ratio > 1.05 else "even"
+        words[f"length_reading_{key}"] = readings[way]
+
+    num_steps = len(norm_losses["post-norm"])
+    mean = {name: sum(curve[-10:]) / 10 for name, curve in norm_losses.items()}
+    post, pre, warm = mean["post-norm"], mean["pre-norm"], mean["post-norm, warm-up"]
+    words["norm_better"], words["norm_worse"] = sorted(("post-norm", "pre-norm"), key=mean.get)
+    first_post, first_warm = norm_losses["post-norm"][0], norm_losses["post-norm, warm-up"][0]
+    if first_post == first_warm:
+        words["norm_starts"] = "(both post-norm stacks: the same weights, the same first batch)"
+    else:
+        words["norm_starts"] = f"(post-norm), {first_warm:.2f} (post-norm with warmup)"
+    last_rate = peak * warmup_inverse_sqrt(num_steps - 1, warmup_steps)
+    if num_steps < warmup_steps:
+        words["norm_rate"] = (
+            f"rose from {peak * warmup_inverse_sqrt(0, warmup_steps):.2g} to {last_rate:.2g} "
+            f"over these {num_steps} steps, below the peak of {peak:g} that the schedule "
+            f"reaches at step {warmup_steps}"
+        )
+    else:
+        words["norm_rate"] = (
+            f"reached the peak of {peak:g} at step {warmup_steps} and had decayed to "
+            f"{last_rate:.2g} by step {num_steps}"
+        )
+    words["norm_warm_change"] = "lower" if warm < post else "higher"
+    words["norm_warm_pre"] = " and below" if warm < pre else ", and not below"
+    recorded = {"norm_recorded_pre": recorded_post_pre, "norm_recorded_warmup": recorded_warmup}
+    for key, pairs in recorded.items():
+        below = sum(a < b for a, b in pairs)
+        if below in (0, len(pairs)):
+            words[key] = f"{'below' if below else 'above'} in every one of the {len(pairs)}"
+        else:
+            words[key] = f"below in {below} of the {len(pairs)} and above in the others"
+
+    ratios = [slow / fast for slow, fast in zip(no_cache, cache, strict=True)]
+    if all(later >= earlier for earlier, later in itertools.pairwise(ratios)):
+        words["kv_trend"] = "grew with every doubling of the output length"
+    elif ratios[-1] > ratios[0]:
+        words["kv_trend"] = "grew with the output length overall, not at every step"
+    else:
+        words["kv_trend"] = "did not grow with the output length"
+    slower = [str(n) for n, ratio in zip(lengths, ratios, strict=True) if ratio < 1]
+    words["kv_slower"] = (
+        f"At {' and '.join(slower)} tokens the decoder without the cache was the faster one."
+        if slower
+        else ""
+    )
+    words["kv_tokens"] = "the same" if identical else "different"
+    return words
+
+
+def transformer_studies_facts() -> dict[str, str]:
+    """The numbers the three studies' sentences cite, and `transformer_studies_verdict`'s words.
+
+    Read from the stored runs: the length split (its held-out groups of source lengths), the
+    three deep stacks, the decoding timings, and the recorded trainings of the first two.
+
+    Returns:
+        Values and words by name, each name starting with its study's: ``length_``,
+        ``norm_`` or ``kv_``.
+    """
+    limit = LENGTH_SPLIT_CONFIG.max_train_length
+    result = transformer_length_experiment()
+    references, lengths = _held_out()
+    num_train = len(bahdanau_data().train_pairs)
+    facts = {
+        "length_train_pairs": f"{result['num_train_pairs']:,}",
+        "length_all_pairs": f"{num_train:,}",
+        "length_kept_pairs": f"{result['num_train_pairs'] / num_train:.0%}",
+        "length_limit": str(limit),
+        "length_above_limit": str(limit + 1),
+        "length_held_out": f"{len(references):,}",
+        "length_epochs_transformer": str(result["num_epochs"]["transformer"]),
+        "length_epochs_bahdanau": str(result["num_epochs"]["bahdanau"]),
+    }
+    bleu: dict[str, dict[str, float]] = {"transformer": {}, "bahdanau": {}}
+    ratio: dict[str, dict[str, float]] = {"transformer": {}, "bahdanau": {}}
+    for group, member in LENGTH_GROUPS.items():
+        chosen = [i for i, n in enumerate(lengths) if member(n, limit)]
+        facts[f"length_sentences_{group}"] = str(len(chosen))
+        for key in ("transformer", "bahdanau"):
+            bleu[key][group], ratio[key][group] = _bleu_and_length(
+                result[key]["greedy"], references, chosen
+            )
+            facts[f"length_bleu_{key}_{group}"] = f"{bleu[key][group]:.1f}"
+            facts[f"length_output_{key}_{group}"] = f"{ratio[key][group]:.0%}"
+    kept = {key: bleu[key]["long"] / bleu[key]["seen"] for key in bleu}
+    facts["length_kept_transformer"] = f"{kept['transformer']:.0%}"
+    facts["length_kept_bahdanau"] = f"{kept['bahdanau']:.0%}"
+    recorded_kept = [
+        transformer_length_kept(numbers)
+        for numbers in recorded_values("transformer-length").values()
+        if all(
+            f"BLEU, {m}, sources of >= 40 tokens" in numbers for m in ("transformer", "bahdanau")
+        )
+    ]
+
+    norm_losses = _norm_losses()
+    config = NORM_WARMUP_CONFIG.norm.transformer
+    loss = "loss of the last 10 steps, {}"
+    norm = ("transformer-norm", loss.format("post-norm"))
+    recorded_post_pre = recorded_pairs(norm, ("transformer-norm", loss.format("pre-norm")))
+    recorded_warmup = recorded_pairs(
+        ("transformer-norm-warmup", loss.format("post-norm, warm-up")), norm
     )
 
-
-def transformer_kv_cache_findings() -> str:
-    """The cache's speed-up, and the cost per token with and without it, from the timings."""
     timings = transformer_timings()
-    seconds = timings["decode_seconds"]
-    return transformer_kv_cache_verdict(
-        TIMING_CONFIG.output_lengths, seconds["cache"], seconds["no cache"], timings["identical"]
+    cache, no_cache = timings["decode_seconds"]["cache"], timings["decode_seconds"]["no cache"]
+    output_lengths = TIMING_CONFIG.output_lengths
+
+    words = transformer_studies_verdict(
+        kept=kept,
+        recorded_kept=recorded_kept,
+        output_ratios={key: ratio[key]["long"] for key in ratio},
+        norm_losses=norm_losses,
+        warmup_steps=config.warmup_steps,
+        peak=config.lr,
+        recorded_post_pre=recorded_post_pre,
+        recorded_warmup=recorded_warmup,
+        lengths=output_lengths,
+        cache=cache,
+        no_cache=no_cache,
+        identical=timings["identical"],
     )
+
+    mean = {name: sum(curve[-10:]) / 10 for name, curve in norm_losses.items()}
+    better, worse = mean[words["norm_better"]], mean[words["norm_worse"]]
+    facts |= {
+        "norm_first_post": f"{norm_losses['post-norm'][0]:.2f}",
+        "norm_first_pre": f"{norm_losses['pre-norm'][0]:.2f}",
+        "norm_steps": str(len(norm_losses["post-norm"])),
+        "norm_better_loss": f"{better:.2f}",
+        "norm_worse_loss": f"{worse:.2f}",
+        "norm_ratio": f"{worse / better:.1f}",
+        "norm_warm": f"{mean['post-norm, warm-up']:.2f}",
+        "norm_warm_gap": f"{abs(mean['post-norm'] - mean['post-norm, warm-up']):.2f}",
+        "norm_pre": f"{mean['pre-norm']:.2f}",
+    }
+
+    ratios = [slow / fast for slow, fast in zip(no_cache, cache, strict=True)]
+    first, last = output_lengths[0], output_lengths[-1]
+    per_token = {
+        name: [1000 * t / n for t, n in zip(times, output_lengths, strict=True)]
+        for name, times in (("cache", cache), ("no_cache", no_cache))
+    }
+    facts |= {
+        "kv_first": str(first),
+        "kv_last": str(last),
+        "kv_cache_ms": f"{1000 * cache[-1]:.0f}",
+        "kv_no_cache_ms": f"{1000 * no_cache[-1]:.0f}",
+        "kv_ratio_first": f"{ratios[0]:.1f}",
+        "kv_ratio_last": f"{ratios[-1]:.1f}",
+        "kv_ratios": ", ".join(
+            f"{r:.1f} at {n}{' tokens' if k == 0 else ''}"
+            for k, (n, r) in enumerate(zip(output_lengths, ratios, strict=True))
+        ),
+        "kv_length_ratio": f"{last / first:.0f}",
+    }
+    for name, values in per_token.items():
+        facts[f"kv_{name}_token_first"] = f"{values[0]:.1f}"
+        facts[f"kv_{name}_token_last"] = f"{values[-1]:.1f}"
+        facts[f"kv_{name}_token_growth"] = f"{values[-1] / values[0]:.1f}"
+    return facts | words
+
+
+def _study(prefix: str) -> dict[str, str]:
+    """The values and words of `transformer_studies_facts` of one study, without its prefix."""
+    facts = transformer_studies_facts()
+    return {key[len(prefix) :]: value for key, value in facts.items() if key.startswith(prefix)}
+
+
+def transformer_length_findings() -> dict[str, str]:
+    """The length split's numbers, and the words on them, for the deep dive's findings."""
+    return _study("length_")
+
+
+def transformer_norm_facts() -> dict[str, str]:
+    """The three deep stacks' numbers, and the words on them, for the norms deep dive."""
+    return _study("norm_")
+
+
+def transformer_kv_cache_facts() -> dict[str, str]:
+    """The decoding timings with and without the cache, and the words on them."""
+    return _study("kv_")
 
 
 FIGURES = (
     transformer_length_generalization,
     transformer_length_findings,
-    transformer_length_output_facts,
     transformer_length_samples,
     transformer_norm_curves,
-    transformer_norm_findings,
+    transformer_norm_facts,
     transformer_kv_cache,
-    transformer_kv_cache_findings,
+    transformer_kv_cache_facts,
 )
