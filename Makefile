@@ -3,7 +3,8 @@
 #   make test    set up, then run the whole gate (what CI runs)
 #   make page PAGE=docs/chapters/x.md   the same gate for one page (see CONTRIBUTING.md)
 #   make notebooks   run every chapter's downloadable notebook (CI runs it after make test)
-#   make probes      record the probes of the experiments (tests/recorded/probes.json)
+#   make probes      record the probes of the experiments and what the figures show
+#                    (tests/recorded/probes.json, tests/recorded/figures.json)
 #   make crossmachine   train the experiments under other CPU arithmetic, referee and read them
 #                       (RECORD=1: under every variant, and record their spread first)
 #   make drift       the unit tests and snippets on the newest releases, no pins (CI: weekly)
@@ -124,6 +125,8 @@ drift:
 # VERSION bump.
 probes: setup
 	$(BIN)/python -m attention_book.experiments record-probes tests/recorded/probes.json
+	$(BIN)/python -m attention_book.figures --record-fingerprints tests/recorded/figures.json \
+	  --results-dir benchmarks/results
 
 # Other machines, emulated (booktools/checks/crossmachine.py): every declared run trained under AVX2
 # and under the plainest kernels, each into its own store in .cache/crossmachine/, then the

@@ -63,6 +63,10 @@ T = TypeVar("T")
 #: the generated corpus (babel, num2words) and the scores (sacrebleu).
 RESULT_LIBRARIES = ("torch", "numpy", "babel", "num2words", "sacrebleu")
 
+#: The names of the results `cached` (or `compute_seconds`) returned in this process, in
+#: order: what a drawing read from the store (`attention_book.figures._fingerprint`).
+READ: list[str] = []
+
 #: The file of `cache_dir()` where `cached` notes how long each computation took.
 COMPUTE_TIMES = "compute-seconds.json"
 
@@ -181,6 +185,7 @@ def cached(name: str, key: Mapping[str, Any], compute: Callable[[], T], refresh:
     """
     path = cache_path(name, key)
     text = _key_json(name, key)
+    READ.append(name)
     # One process computes a result at a time: a second one (a parallel site build, the
     # snippets) waits for it and then loads what it saved, instead of training it again.
     with _lock(path):
@@ -251,6 +256,7 @@ def compute_seconds(name: str) -> dict[str, Any] | None:
         the record).
     """
     path = cache_dir() / COMPUTE_TIMES
+    READ.append(COMPUTE_TIMES)
     try:
         return json.loads(path.read_text(encoding="utf-8")).get(name)
     except (OSError, ValueError):

@@ -75,10 +75,13 @@ from booktools.build import figures
 results = Path.cwd() / "benchmarks" / "results"  # the copy's
 modules, edits = json.loads(sys.argv[1]), json.loads(sys.argv[2])
 changed = []
-for path, text in edits:
-    before = {m: figures.figure_key(m, shown, results) for m, shown in modules}
-    with open(path, "a", encoding="utf-8") as file:
-        file.write(text)
+after = {m: figures.figure_key(m, shown, results) for m, shown in modules}
+for path, old, new in edits:
+    before = after
+    text = Path(path).read_text(encoding="utf-8") if Path(path).exists() else ""
+    assert old in text, (path, old)
+    Path(path).write_text(text.replace(old, new, 1) if old else text + new, encoding="utf-8")
+    figures.declarations.cache_clear()
     after = {m: figures.figure_key(m, shown, results) for m, shown in modules}
     changed.append(sorted(m.rsplit(".", 1)[1] for m in before if before[m] != after[m]))
 print(json.dumps(changed))
@@ -92,7 +95,7 @@ KEYED = [
 ]
 
 
-def test_a_figure_key_changes_with_what_the_figure_draws_from_and_nothing_else(tmp_path):
+def test_a_figure_key_changes_with_what_the_figure_declares_and_never_with_source(tmp_path):
     import json
     import shutil
     import subprocess
@@ -102,14 +105,17 @@ def test_a_figure_key_changes_with_what_the_figure_draws_from_and_nothing_else(t
     (tmp_path / "benchmarks" / "results").mkdir(parents=True)
     (tmp_path / "tests" / "recorded").mkdir(parents=True)
     (tmp_path / "tests" / "recorded" / "headlines.json").write_text("{}")
-    edit = "\n# an edit\n"
+    comment = "\n# an edit\n"
+    bump = ("\nVERSION = 1\n", "\nVERSION = 2\n")
     edits = [
-        ["attention_book/experiments/multihead.py", edit],  # one chapter's experiment
-        ["attention_book/multihead.py", edit],  # a module two chapters' experiments import
-        ["attention_book/plotting.py", edit],  # drawing code that most figures use
-        ["attention_book/figures/__init__.py", edit],  # how every SVG is saved
-        ["benchmarks/results/run.json", "{}"],  # a committed benchmark result
-        ["tests/recorded/headlines.json", " "],  # the recorded spreads
+        ["attention_book/masking.py", "", comment],  # a module most figures reach
+        ["attention_book/experiments/multihead.py", "", comment],  # a refactor, a comment
+        ["attention_book/figures/bahdanau.py", "", comment],
+        ["attention_book/experiments/multihead.py", *bump],  # what the chapter trains changed
+        ["attention_book/figures/bahdanau.py", *bump],  # what the chapter draws changed
+        ["attention_book/figures/__init__.py", "RENDER_VERSION = 1", "RENDER_VERSION = 2"],
+        ["benchmarks/results/run.json", "", "{}"],  # a committed benchmark result
+        ["tests/recorded/headlines.json", "", " "],  # the recorded spreads
     ]
     result = subprocess.run(
         [sys.executable, "-c", KEYS_SCRIPT, json.dumps(KEYED), json.dumps(edits)],
@@ -118,15 +124,44 @@ def test_a_figure_key_changes_with_what_the_figure_draws_from_and_nothing_else(t
         env={"PYTHONPATH": f"{tmp_path}:{ROOT}", "PATH": "/usr/bin:/bin", "MPLBACKEND": "Agg"},
         capture_output=True,
         text=True,
-        check=True,
     )
-    experiment, module, plotting, svg, results, spreads = map(set, json.loads(result.stdout))
+    assert result.returncode == 0, result.stderr[-3000:]
+    found = [set(changed) for changed in json.loads(result.stdout)]
+    masking, experiment_comment, figure_comment, experiment, figure, svg, results, spreads = found
+    assert masking == experiment_comment == figure_comment == set()  # nothing redrawn
     assert experiment == {"multihead"}
-    assert module == {"multihead", "self_attention"}
-    assert {"multihead", "self_attention", "bahdanau"} <= plotting
+    assert figure == {"bahdanau"}
     assert svg == {"multihead", "self_attention", "bahdanau", "flash"}
     assert results == {"flash"}  # only the figures that show benchmark results
     assert spreads == {"multihead", "bahdanau"}  # only those whose sentences read the spreads
+
+
+def test_a_cold_build_trains_the_declared_runs_the_missing_figures_need_first(monkeypatch):
+    calls = []
+    declared = {
+        "modules": {
+            "attention_book.figures.a": {"runs": ["run-a", "run-shared"]},
+            "attention_book.figures.b": {"runs": ["run-shared"]},
+            "attention_book.figures.c": {"runs": ["run-c"]},
+        },
+        "stored": {"run-a": False, "run-shared": None, "run-c": False},
+    }
+    monkeypatch.setattr(figures, "declarations", lambda: declared)
+
+    def run(command, **kwargs):
+        calls.append(command)
+        return type("Done", (), {"returncode": 0, "stderr": ""})()
+
+    monkeypatch.setattr(figures.subprocess, "run", run)
+    modules = {"fig_a": "attention_book.figures.a", "fig_b": "attention_book.figures.b"}
+    figures.train_missing(["fig_a", "fig_b"], modules)
+    (command,) = calls
+    assert command[1:4] == ["-m", "attention_book.experiments", "train"]
+    trained = [command[i + 1] for i, part in enumerate(command) if part == "--run"]
+    assert trained == ["run-a", "run-shared"]  # not run-c: no figure about to be drawn needs it
+    declared["stored"] = {"run-a": True, "run-shared": True, "run-c": False}
+    figures.train_missing(["fig_a", "fig_b"], modules)
+    assert len(calls) == 1  # everything stored: nothing to train
 
 
 def referenced(pattern) -> set[str]:
@@ -429,19 +464,3 @@ def test_a_value_of_the_build_is_written_into_a_sentence(tmp_path, monkeypatch):
         figures.insert_fragments("{{ build:facts.nope }}", "docs/chapters/x.md", state)
     with pytest.raises(MissingFragmentError, match=r"'facts' \(it holds values: facts.runs"):
         figures.insert_fragments("{{ build:facts }}", "docs/chapters/x.md", state)
-
-
-def test_a_deep_dives_figures_are_drawn_in_the_worker_of_the_chapter_that_trains_their_run():
-    from attention_book.figures import CHAPTERS
-    from booktools.build.figures import drawn_with
-
-    assert drawn_with("attention_book.figures.introduction") == "attention_book.figures.bahdanau"
-    assert drawn_with("attention_book.figures.vit_inside") == "attention_book.figures.vit"
-    assert drawn_with("attention_book.figures.bahdanau") == "attention_book.figures.bahdanau"
-    assert drawn_with("attention_book.figures.nope") == "attention_book.figures.nope"
-    # Every declared group is a figure module that is drawn by its own name (no chains).
-    modules = [f"attention_book.figures.{chapter}" for chapter in CHAPTERS]
-    for module in modules:
-        group = drawn_with(module)
-        assert group in modules, module
-        assert drawn_with(group) == group, module

@@ -19,8 +19,8 @@ ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "attention_book"
 PACKAGE_FILES = sorted(PACKAGE.rglob("*.py"))
 OUR_CODE = PACKAGE_FILES + sorted((ROOT / "tests").glob("*.py"))
-OUR_CODE += [*sorted((ROOT / "benchmarks").glob("*.py")), ROOT / "docs" / "hooks" / "book.py"]
-OUR_CODE += sorted((ROOT / "booktools").glob("*.py"))
+OUR_CODE += sorted((ROOT / "benchmarks").glob("*.py"))
+OUR_CODE += sorted((ROOT / "booktools").rglob("*.py"))
 
 
 def relative(path: Path) -> str:

@@ -1,10 +1,6 @@
 import io
 import math
-import os
-import shutil
-import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 import sacrebleu
@@ -22,7 +18,6 @@ from attention_book.training import (
     evaluate_loss,
     fit,
     get_device,
-    imported_modules,
     set_seed,
 )
 
@@ -289,94 +284,3 @@ def test_same_seed_gives_same_split_and_loss_curve_for_translation(tmp_cache):
     assert first == second
     assert first[0] != other[0] and first[1] != other[1]
     assert first[1][1] < first[1][0]
-
-
-# --- source hashes ---------------------------------------------------------------------------
-
-
-def _copy_package(tmp_path: Path) -> Path:
-    """A copy of the installed package under tmp_path, to be edited without touching ours."""
-    import attention_book
-
-    package = Path(attention_book.__file__).parent
-    shutil.copytree(package, tmp_path / "attention_book", ignore=shutil.ignore_patterns("*.pyc"))
-    return tmp_path / "attention_book"
-
-
-def _hash_of_copy(root: Path, module: str | None = "attention_book.experiments.bahdanau") -> str:
-    """`package_source_hash` computed by a fresh interpreter that imports the copy at `root`."""
-    code = (
-        "import attention_book.training.cache as c; "
-        f"assert c.__file__.startswith({str(root)!r}), c.__file__; "
-        f"print(c.package_source_hash({module!r}))"
-    )
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    result = subprocess.run(
-        [sys.executable, "-c", code],
-        cwd=root,  # the copy comes first on sys.path
-        env={**env, "PYTHONDONTWRITEBYTECODE": "1"},
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    return result.stdout.strip()
-
-
-def _edit_function(path: Path, name: str) -> None:
-    """Add a statement at the top of the body of function `name` in the file at `path`."""
-    import ast
-
-    lines = path.read_text(encoding="utf-8").splitlines(keepends=True)
-    (function,) = [
-        node
-        for node in ast.walk(ast.parse("".join(lines)))
-        if isinstance(node, ast.FunctionDef) and node.name == name
-    ]
-    first = function.body[0]
-    indent = " " * first.col_offset
-    lines.insert(first.end_lineno, f"{indent}_edited = True  # a change of behaviour, say\n")
-    path.write_text("".join(lines), encoding="utf-8")
-
-
-def test_the_source_hash_changes_when_code_a_module_runs_changes(tmp_path):
-    package = _copy_package(tmp_path)
-    before = _hash_of_copy(tmp_path)
-    assert len(before) == 16
-    # Drawing code is left out unless asked for: re-styling a figure keeps the hash.
-    (package / "plotting.py").write_text(
-        (package / "plotting.py").read_text(encoding="utf-8") + "\n# a new colour\n"
-    )
-    for figure_module in (package / "figures").glob("*.py"):
-        figure_module.write_text(figure_module.read_text(encoding="utf-8") + "\n# restyled\n")
-    assert _hash_of_copy(tmp_path) == before
-    # masked_softmax is not in the experiment's own module, yet an edit to it changes the hash.
-    _edit_function(package / "masking.py", "masked_softmax")
-    assert _hash_of_copy(tmp_path) != before
-
-
-def test_the_source_hash_ignores_code_the_module_does_not_run(tmp_path):
-    package = _copy_package(tmp_path)
-    before, everything_before = _hash_of_copy(tmp_path), _hash_of_copy(tmp_path, None)
-    _edit_function(package / "vit.py", "_pair")  # the Bahdanau experiment never imports vit
-    assert _hash_of_copy(tmp_path) == before
-    assert _hash_of_copy(tmp_path, None) != everything_before
-
-
-def test_imported_modules_follows_imports_transitively_and_lazily():
-    modules = imported_modules("attention_book.experiments.bahdanau")
-    # seq2seq imports attention, which imports masking and validation.
-    assert {"attention_book.seq2seq", "attention_book.masking", "attention_book.validation"} <= set(
-        modules
-    )
-    # History.plot imports the plotting helpers inside a function: followed with the drawing code.
-    assert "attention_book.plotting" in imported_modules(
-        "attention_book.training.loop", drawing_code=True
-    )
-    assert "attention_book.plotting" not in imported_modules("attention_book.training.loop")
-    assert not any(
-        m.startswith(("attention_book.figures", "attention_book.plotting")) for m in modules
-    )
-    assert "attention_book" not in modules  # the top-level __init__ only re-exports
-    assert "attention_book.vit" not in modules
-    with pytest.raises(ValueError, match="module must be a module of attention_book"):
-        imported_modules("attention_book.nope")

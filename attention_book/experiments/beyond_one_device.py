@@ -54,6 +54,7 @@ __all__ = [
     "PAGED_BLOCK_SIZES",
     "RING_COSTS_SHAPE",
     "RING_WORLD_SIZES",
+    "VERSION",
     "WORKLOAD_MAX_NEW",
     "WORKLOAD_REQUESTS",
     "WORKLOAD_STOP",
@@ -68,6 +69,10 @@ __all__ = [
     "beyond_ring_worker",
     "beyond_workload",
 ]
+
+#: Bump when what this module computes changes: the figures that show it are keyed by it
+#: (`attention_book.figures.declaration`).
+VERSION = 1
 
 #: Numbers of processes the ring runs on.
 RING_WORLD_SIZES = (1, 2, 4)

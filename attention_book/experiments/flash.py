@@ -26,11 +26,16 @@ __all__ = [
     "MEMORY_BLOCK",
     "MEMORY_HEAD_DIM",
     "MEMORY_SEQ_LENS",
+    "VERSION",
     "flash_attention_intensity",
     "flash_memory_measurements",
     "flash_tiling_example",
     "flash_tiling_steps",
 ]
+
+#: Bump when what this module computes changes: the figures that show it are keyed by it
+#: (`attention_book.figures.declaration`).
+VERSION = 1
 
 #: Public specifications of three data-center GPUs (SXM boards), from NVIDIA's data sheets and
 #: architecture whitepapers: dense (no sparsity) FP16/BF16 Tensor Core throughput in TFLOP/s,

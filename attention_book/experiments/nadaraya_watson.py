@@ -28,6 +28,7 @@ from attention_book.nadaraya_watson import (
 __all__ = [
     "BANDWIDTHS",
     "KERNEL_NAMES",
+    "VERSION",
     "nw_bandwidth_sweep_errors",
     "nw_data",
     "nw_loo_bandwidth",
@@ -37,6 +38,10 @@ __all__ = [
     "nw_training_noise",
     "nw_without_leave_one_out",
 ]
+
+#: Bump when what this module computes changes: the figures that show it are keyed by it
+#: (`attention_book.figures.declaration`).
+VERSION = 1
 
 #: The bandwidths that the sweep tries and that leave-one-out chooses from.
 BANDWIDTHS = tuple(round(0.05 * i, 2) for i in range(1, 31))

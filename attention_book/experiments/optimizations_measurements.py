@@ -34,6 +34,7 @@ __all__ = [
     "LINEAR_HEAD_DIM",
     "LINEAR_SEQ_LENS",
     "PUBLISHED_MODELS",
+    "VERSION",
     "causal_attention_methods",
     "generation_timings",
     "kv_cache_bytes",
@@ -41,6 +42,10 @@ __all__ = [
     "receptive_fields",
     "rope_offset_errors",
 ]
+
+#: Bump when what this module computes changes: the figures that show it are keyed by it
+#: (`attention_book.figures.declaration`).
+VERSION = 1
 
 #: Published decoder shapes for the KV-cache table: layers, query heads, key/value heads,
 #: head size and the context length the model was trained with. Sources (the chapter's

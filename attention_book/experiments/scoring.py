@@ -12,7 +12,17 @@ from functools import cache
 
 import torch
 
-__all__ = ["DIMS", "NUM_KEYS", "NUM_TRIALS", "scoring_scaling_measurements"]
+__all__ = [
+    "DIMS",
+    "NUM_KEYS",
+    "NUM_TRIALS",
+    "VERSION",
+    "scoring_scaling_measurements",
+]
+
+#: Bump when what this module computes changes: the figures that show it are keyed by it
+#: (`attention_book.figures.declaration`).
+VERSION = 1
 
 #: Query/key sizes of the scaling experiment, and its sample sizes.
 DIMS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)

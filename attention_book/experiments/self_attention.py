@@ -38,6 +38,7 @@ __all__ = [
     "MIN_SECONDS",
     "SEQUENCE_LENGTHS",
     "TIMING_WIDTH",
+    "VERSION",
     "ConvLayer",
     "GRULayer",
     "SelfAttentionLayer",
@@ -47,6 +48,10 @@ __all__ = [
     "self_attention_layers",
     "self_attention_timings",
 ]
+
+#: Bump when what this module computes changes: the figures that show it are keyed by it
+#: (`attention_book.figures.declaration`).
+VERSION = 1
 
 #: Width of every layer (features per position) in the timing measurement.
 TIMING_WIDTH = 64

@@ -22,24 +22,37 @@ an installed wheel.
 
 Computations that are not drawing (training runs, measurements) live in
 `attention_book.experiments`; the figure modules import them.
+
+What a figure is drawn from is declared, as a trained result's key is (`declaration`): each
+figure module has a ``VERSION``, which it bumps when what its figures show changes (a refactor,
+a comment or a moved helper changes nothing); the figure modules it imports add theirs; the
+experiment and data modules it imports add their ``VERSION`` constants and the keys in the
+store of the runs they declare. The site build keys every drawn figure by that declaration,
+`RENDER_VERSION` (how a figure is saved) and the library versions, and trains the declared runs
+a cold build lacks before it draws. The recorded fingerprints of what the figures show
+(``tests/recorded/figures.json``, `fingerprint`) keep the versions honest.
 """
 
 from __future__ import annotations
 
+import ast
 import importlib
+import importlib.util
 import inspect
 import pkgutil
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 from matplotlib.figure import Figure
 
 __all__ = [
     "CHAPTERS",
+    "RENDER_VERSION",
     "Frames",
     "dark_color",
+    "declaration",
     "draw",
     "figure_functions",
     "find_figure",
@@ -54,6 +67,101 @@ __all__ = [
 CHAPTERS = tuple(
     sorted(module.name for module in pkgutil.iter_modules(__path__) if module.name[0] != "_")
 )
+
+
+#: How a drawn figure is saved (`save_svg`, `recolor_for_dark`, ``__main__``): bump it when that
+#: changes, and every figure is drawn again.
+RENDER_VERSION = 1
+
+#: The packages whose modules a figure's declaration follows: the drawing code, and the
+#: computations whose declared versions and runs it adds.
+_DECLARING = ("attention_book.figures.", "attention_book.experiments.", "attention_book.data.")
+
+
+def _imports(module: str) -> set[str]:
+    """The figure, experiment and data modules that `module` imports, read from its source.
+
+    Every ``import`` statement counts (those inside functions too), without running anything.
+    """
+    spec = importlib.util.find_spec(module)
+    if spec is None or spec.origin is None:
+        raise ValueError(f"no module named {module!r}")
+    found = set()
+    for node in ast.walk(ast.parse(Path(spec.origin).read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names = [node.module, *(f"{node.module}.{alias.name}" for alias in node.names)]
+        elif isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        else:
+            continue
+        for name in names:
+            if name.startswith(_DECLARING) and _is_module(name):
+                found.add(name)
+    return found - {module}
+
+
+def _is_module(name: str) -> bool:
+    """Whether `name` is a module (not a function or constant imported from one)."""
+    try:
+        return importlib.util.find_spec(name) is not None
+    except ModuleNotFoundError:  # a name inside a module that is not a package
+        return False
+
+
+def _versions(module: object) -> dict[str, int]:
+    """A module's declared versions: its integer constants whose name ends in ``VERSION``."""
+    return {
+        name: value
+        for name, value in sorted(vars(module).items())
+        if name.endswith("VERSION") and type(value) is int
+    }
+
+
+def declaration(module: str) -> dict[str, Any]:
+    """What the figures of a figure module are drawn from, as the module and its imports declare.
+
+    It follows the module's imports (`_imports`) through the figure, experiment and data
+    modules of the package, and gathers:
+
+    - ``figures``: the ``VERSION`` of the module and of every figure module it reaches (a
+      helper imported from another chapter's module draws with that module's version);
+    - ``computations``: for every experiment and data module it reaches, its ``VERSION``
+      constants and, for each run it declares (``RUNS``), the run's key in the store (None
+      where that key needs another run's stored result, with the run's version instead);
+    - ``runs``: the names of those runs, which a cold build trains before it draws.
+
+    Args:
+        module: A figure module (``attention_book.figures.x``).
+
+    Returns:
+        The declaration, as JSON values.
+
+    Raises:
+        ValueError: If a figure module reached declares no integer ``VERSION``.
+    """
+    seen, todo = set(), [module]
+    while todo:
+        name = todo.pop()
+        if name not in seen:
+            seen.add(name)
+            todo += sorted(_imports(name))
+    figures, computations, runs = {}, {}, []
+    for name in sorted(seen):
+        imported = importlib.import_module(name)
+        if name.startswith("attention_book.figures."):
+            if type(getattr(imported, "VERSION", None)) is not int:
+                raise ValueError(
+                    f"figure module {name} declares no VERSION: add `VERSION = 1` and bump it "
+                    "whenever what its figures show changes"
+                )
+            figures[name] = imported.VERSION
+            continue
+        declared = {}
+        for run in getattr(imported, "RUNS", ()):
+            declared[run.name] = run.key() or {"version": run.version, "key": None}
+            runs.append(run.name)
+        computations[name] = {"versions": _versions(imported), "runs": declared}
+    return {"figures": figures, "computations": computations, "runs": runs}
 
 
 @dataclass

@@ -14,8 +14,12 @@ draws and the cores are all used.
 ``--threads N`` sets PyTorch's number of threads before anything is drawn (the site build
 divides the cores between its workers). ``--list`` prints every figure's name, the module that
 lists it and ``results`` for a figure that shows benchmark results (``-`` otherwise), one per
-line, and draws nothing: the preview of one figure is
-``python -m attention_book.figures NAME --out-dir /tmp/preview``.
+line, and draws nothing (``--record-fingerprints FILE`` records what every figure shows, with
+its module's version: ``make probes``): the preview of one figure is
+``python -m attention_book.figures NAME --out-dir /tmp/preview``. ``--declarations`` prints, as
+JSON, every figure's module and whether it shows benchmark results (``figures``), each module's
+`declaration` (``modules``), and whether each run those declare is in the store (``stored``:
+None where its key needs another run's result): what the site build keys and schedules by.
 """
 
 from __future__ import annotations
@@ -48,6 +52,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--list", action="store_true", help="print 'NAME MODULE results|-' per figure"
     )
+    parser.add_argument(
+        "--declarations", action="store_true", help="print what every figure is drawn from"
+    )
+    parser.add_argument(
+        "--record-fingerprints",
+        type=Path,
+        metavar="FILE",
+        help="record what every figure shows (tests/recorded/figures.json)",
+    )
     args = parser.parse_args(argv)
     if args.threads is not None:
         import torch
@@ -57,7 +70,9 @@ def main(argv: list[str] | None = None) -> int:
     from matplotlib.figure import Figure
 
     from attention_book.figures import (
+        RENDER_VERSION,
         Frames,
+        declaration,
         draw,
         figure_functions,
         needs_results,
@@ -69,6 +84,37 @@ def main(argv: list[str] | None = None) -> int:
     if args.list:
         for name, function in functions.items():
             print(name, function.__module__, "results" if needs_results(function) else "-")
+        return 0
+    if args.record_fingerprints is not None:
+        from attention_book.figures._fingerprint import fingerprints
+
+        found = fingerprints(list(functions), args.results_dir)
+        text = json.dumps(found, indent=1, sort_keys=True, ensure_ascii=False) + "\n"
+        args.record_fingerprints.write_text(text, encoding="utf-8")
+        checked = sum("fingerprint" in entry for entry in found.values())
+        print(f"recorded {len(found)} figures, {checked} with a fingerprint")
+        return 0
+    if args.declarations:
+        from attention_book.store import is_cached
+
+        modules = sorted({function.__module__ for function in functions.values()})
+        found = {
+            "render_version": RENDER_VERSION,
+            "figures": {
+                name: [function.__module__, needs_results(function)]
+                for name, function in functions.items()
+            },
+            "modules": {module: declaration(module) for module in modules},
+        }
+        keys = {}
+        for entry in found["modules"].values():
+            for runs in entry["computations"].values():
+                keys.update(runs["runs"])
+        found["stored"] = {
+            run: None if key.get("key", True) is None else is_cached(run, key)
+            for run, key in sorted(keys.items())
+        }
+        print(json.dumps(found, sort_keys=True))
         return 0
     if not args.names or args.out_dir is None:
         parser.error("give figure names and --out-dir (or --list)")

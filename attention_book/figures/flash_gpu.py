@@ -165,4 +165,8 @@ def flash_gpu_results(results_dir: Path) -> str:
 
 
 #: The figures and build-time tables of this module, in the order of the page.
+#: Bump when what this module's figures show changes: the build keys them by it
+#: (`attention_book.figures.declaration`), not by their source.
+VERSION = 1
+
 FIGURES = (flash_roofline, flash_roofline_verdict, flash_gpu_results)

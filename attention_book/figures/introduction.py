@@ -37,11 +37,6 @@ __all__ = [
     "introduction_exact_match_findings",
 ]
 
-#: The build draws these figures in the worker of the Bahdanau chapter's figures, which train
-#: the run they show: a worker of their own would wait for that training
-#: (`booktools.build.figures.drawn_with`).
-DRAWN_WITH = "attention_book.figures.bahdanau"
-
 
 def introduction_bottleneck_diagram() -> Figure:
     """Diagram of an encoder-decoder whose decoder sees only one fixed-length vector."""
@@ -178,6 +173,10 @@ def introduction_evidence_facts() -> dict[str, str]:
     exact = {n: bahdanau_exact_match_by_bucket(greedy[n], references, lengths) for n in names}
     return introduction_evidence_verdicts(bleu, exact, result["num_parameters"])
 
+
+#: Bump when what this module's figures show changes: the build keys them by it
+#: (`attention_book.figures.declaration`), not by their source.
+VERSION = 1
 
 FIGURES = (
     introduction_bottleneck_diagram,

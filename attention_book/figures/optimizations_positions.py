@@ -26,11 +26,6 @@ __all__ = [
     "optimizations_rope_error",
 ]
 
-#: The build draws these figures in the worker of the optimizations chapter's figures, which train
-#: the runs they show: a worker of their own would wait for that training
-#: (`booktools.build.figures.drawn_with`).
-DRAWN_WITH = "attention_book.figures.optimizations"
-
 
 #: The variants of the loss-by-position figure and its sentence: the three position schemes
 #: of softmax attention, and linear attention.
@@ -166,6 +161,10 @@ def optimizations_rope_error() -> str:
 
 
 #: The figures and build-time tables of this module, in the order of the page.
+#: Bump when what this module's figures show changes: the build keys them by it
+#: (`attention_book.figures.declaration`), not by their source.
+VERSION = 1
+
 FIGURES = (
     optimizations_rope_error,
     optimizations_loss_by_position,

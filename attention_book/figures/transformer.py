@@ -490,6 +490,10 @@ def transformer_findings() -> str:
 
 
 #: The figures and build-time tables of this module, in the order of the chapter.
+#: Bump when what this module's figures show changes: the build keys them by it
+#: (`attention_book.figures.declaration`), not by their source.
+VERSION = 1
+
 FIGURES = (
     transformer_architecture,
     transformer_schedule,

@@ -27,11 +27,6 @@ __all__ = [
     "transformer_encoder_attention",
 ]
 
-#: The build draws these figures in the worker of the Transformer chapter's figures, which train
-#: the run they show: a worker of their own would wait for that training
-#: (`booktools.build.figures.drawn_with`).
-DRAWN_WITH = "attention_book.figures.transformer"
-
 
 def _example_index(pairs) -> int:
     """The Bahdanau chapter's rule: the longest source of at most 22 tokens with a date, time."""
@@ -154,6 +149,10 @@ def transformer_alignment_comparison() -> Figure:
         fig.tight_layout()
     return fig
 
+
+#: Bump when what this module's figures show changes: the build keys them by it
+#: (`attention_book.figures.declaration`), not by their source.
+VERSION = 1
 
 FIGURES = (
     transformer_encoder_attention,

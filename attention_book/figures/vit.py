@@ -387,6 +387,10 @@ def vit_augmentation_facts() -> dict[str, str]:
     return values
 
 
+#: Bump when what this module's figures show changes: the build keys them by it
+#: (`attention_book.figures.declaration`), not by their source.
+VERSION = 1
+
 FIGURES = (
     vit_patches,
     vit_lr_table,

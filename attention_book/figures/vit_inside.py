@@ -33,11 +33,6 @@ __all__ = [
     "vit_window_cost",
 ]
 
-#: The build draws these figures in the worker of the ViT chapter's figures, which train
-#: the run they show: a worker of their own would wait for that training
-#: (`booktools.build.figures.drawn_with`).
-DRAWN_WITH = "attention_book.figures.vit"
-
 
 @cache
 def _test_images() -> tuple[torch.Tensor, torch.Tensor]:
@@ -207,6 +202,10 @@ def vit_window_cost() -> Figure:
         fig.tight_layout()
     return fig
 
+
+#: Bump when what this module's figures show changes: the build keys them by it
+#: (`attention_book.figures.declaration`), not by their source.
+VERSION = 1
 
 FIGURES = (
     vit_cls_attention,

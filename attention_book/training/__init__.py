@@ -1,26 +1,19 @@
-"""Training and evaluation: a small training loop, trusted metrics, schedules and a source hash.
+"""Training and evaluation: a small training loop, trusted metrics and schedules.
 
-Four modules, read in this order:
+Three modules, read in this order:
 
 - `attention_book.training.loop`: `fit`, one readable loop for every model of the book, with
   `History`, `set_seed`, `get_device` and the `evaluate_*` helpers.
 - `attention_book.training.metrics`: `accuracy`, `bleu` from sacrebleu, and `num_parameters`.
 - `attention_book.training.schedules`: learning rates with warm-up, stepped every step.
-- `attention_book.training.cache`: `package_source_hash`, a hash of the package source that a
-  module runs (the site build keys its figures by it). The result store itself (`cached`,
-  `declared_key`, ...) is `attention_book.store`, and its names are imported from there.
 
-The public names of the loop, the metrics and the cache are re-exported here
+The result store (`cached`, `declared_key`, ...) is `attention_book.store`. The public names of
+the loop and the metrics are re-exported here
 (``from attention_book.training import fit``); the schedules are imported from their module.
 ``python -m attention_book.training {clear-cache,cache-dir}`` manages the store. Importing this
 package loads no plotting library: `History.plot` imports matplotlib when it is called.
 """
 
-from attention_book.training.cache import (
-    DRAWING_CODE,
-    imported_modules,
-    package_source_hash,
-)
 from attention_book.training.loop import (
     History,
     LossFn,
@@ -34,7 +27,6 @@ from attention_book.training.loop import (
 from attention_book.training.metrics import accuracy, bleu, num_parameters
 
 __all__ = [
-    "DRAWING_CODE",
     "History",
     "LossFn",
     "accuracy",
@@ -44,8 +36,6 @@ __all__ = [
     "evaluate_loss",
     "fit",
     "get_device",
-    "imported_modules",
     "num_parameters",
-    "package_source_hash",
     "set_seed",
 ]

@@ -5,11 +5,14 @@ table or a sentence of measured numbers, Markdown that a figure function returns
 ``{{ build:NAME }}``, or one value of a figure function that returns a dict of them with
 ``{{ build:NAME.KEY }}``, so that a sentence of the page's own prose can cite a number the
 build measured. The build finds every name the pages use (`referenced_names`), draws the
-missing ones with ``python -m attention_book.figures`` in parallel worker processes, one chapter
+missing ones with ``python -m attention_book.figures`` in parallel worker processes, one figure
 module per worker at a time (`render`), into ``.cache/figures/``, each under its own key
-(`figure_key`): the source of its module and of the package modules it imports, the library
-versions, and the committed benchmark results it shows. An unchanged figure is never drawn
-twice, and an edit draws again only the figures it can change. Figures are added to the site
+(`figure_key`): what its module declares it is drawn from (`attention_book.figures.declaration`:
+the figure modules' ``VERSION``, the experiments' versions and the keys of the stored results
+they declare), the library versions, and the committed benchmark results or recorded spreads
+it shows; never its source. A cold build first trains the declared runs that the missing
+figures need (`train_missing`), all cores at once, then draws. An unchanged figure is never
+drawn twice, and a comment or a refactor draws nothing. Figures are added to the site
 without writing into ``docs/`` (`add_figures`); the pages then show each figure in its light
 and dark variant, or with its slider (`light_and_dark_figures`), and get their fragments
 (`insert_fragments`). The tooling, not the package, knows where the results are: it passes
@@ -18,10 +21,9 @@ and dark variant, or with its slider (`light_and_dark_figures`), and get their f
 
 from __future__ import annotations
 
-import ast
+import functools
 import hashlib
 import html
-import importlib.util
 import json
 import logging
 import multiprocessing
@@ -36,6 +38,7 @@ from concurrent.futures import ProcessPoolExecutor, as_completed
 from importlib.metadata import version
 from pathlib import Path
 from traceback import format_exception
+from typing import Any
 
 from mkdocs.exceptions import PluginError
 from mkdocs.structure.files import File, Files
@@ -46,7 +49,6 @@ from booktools.build.state import BuildState
 
 log = logging.getLogger("mkdocs.hooks.book")
 
-PACKAGE = ROOT / "attention_book"
 CACHE = ROOT / ".cache"
 #: Where the scripts of ``benchmarks/`` commit their results, which some figures show.
 RESULTS = ROOT / "benchmarks" / "results"
@@ -58,48 +60,47 @@ BUILD_FRAGMENT = re.compile(r"\{\{ build:(?P<name>[A-Za-z_][A-Za-z0-9_]*)(?:\.(?
 # Libraries whose version can change a figure: those that draw, and those that compute what
 # the figures show (an experiment's own cache key covers them too).
 FIGURE_LIBRARIES = ("matplotlib", "torch", "numpy", "babel", "num2words", "sacrebleu")
+#: The module of the recorded spreads: a figure module that reaches it writes words from them.
+SPREAD = "attention_book.experiments.spread"
+
+
+@functools.cache
+def declarations() -> dict[str, Any]:
+    """What every figure is drawn from: ``python -m attention_book.figures --declarations``.
+
+    Read in a fresh interpreter (the package as it is now, not as this process imported it),
+    once per build: the plugin clears it when a build starts.
+
+    Returns:
+        ``{"figures": {name: [module, shows_results]}, "modules": {module: declaration},
+        "stored": {run: bool or None}, "render_version": int}``.
+    """
+    # -P: the package as installed (or on PYTHONPATH), not as the working folder holds it.
+    command = [sys.executable, "-P", "-m", "attention_book.figures", "--declarations"]
+    env = {**os.environ, "MPLBACKEND": "Agg"}
+    result = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True)
+    if result.returncode != 0:
+        raise PluginError(f"reading the figures' declarations failed:\n{result.stderr[-4000:]}")
+    return json.loads(result.stdout)
 
 
 def figure_index() -> dict[str, tuple[str, bool]]:
     """Every figure's name, the module that lists it, and whether it shows benchmark results.
 
-    Read from ``python -m attention_book.figures --list`` in a fresh interpreter, and kept in
-    ``.cache/figures/`` under a hash of the drawing code (``attention_book/figures/``), which
-    alone decides which functions are figures: a warm build reads the file instead.
-
     Returns:
         ``{name: (module, shows_results)}``.
     """
-    digest = hashlib.sha256()
-    for path in sorted((PACKAGE / "figures").glob("*.py")):
-        digest.update(path.name.encode() + b"\0" + path.read_bytes())
-    index_file = CACHE / "figures" / f"index-{digest.hexdigest()[:16]}.json"
-    if index_file.exists():
-        return {name: tuple(entry) for name, entry in json.loads(index_file.read_text()).items()}
-    command = [sys.executable, "-m", "attention_book.figures", "--list"]
-    env = {**os.environ, "MPLBACKEND": "Agg"}
-    result = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True)
-    if result.returncode != 0:
-        raise PluginError(f"listing the figures failed:\n{result.stderr[-4000:]}")
-    index = {}
-    for line in result.stdout.splitlines():
-        name, module, needs = line.split()
-        index[name] = (module, needs == "results")
-    index_file.parent.mkdir(parents=True, exist_ok=True)
-    index_file.write_text(json.dumps(index, sort_keys=True))
-    return index
+    return {name: tuple(entry) for name, entry in declarations()["figures"].items()}
 
 
 def figure_key(module: str, shows_results: bool, results: Path = RESULTS) -> str:
-    """Hash of what one figure is drawn from, so that an edit re-renders only what it touches.
+    """The key of a module's figures: what they are declared to be drawn from, never source.
 
-    It covers the source of the figure's module and of every package module it imports,
-    transitively, drawing code included (`package_source_hash(module, drawing_code=True)`; a
-    figure of the built-in corpus imports the corpus module, so its source counts), the
-    rendering entry point (``attention_book.figures.__main__`` and what it imports: how an SVG
-    is saved), the versions of the libraries that compute and draw, and, for a figure that
-    shows them, the committed benchmark results. Hashes are taken anew at every build (not the
-    per-process cache of `package_source_hash`), so ``mkdocs serve`` sees each edit.
+    It covers the module's declaration (`attention_book.figures.declaration`: the ``VERSION``
+    of every figure module it reaches, the versions of the experiments it imports and the keys
+    of the runs they declare), how figures are saved (``RENDER_VERSION``), the versions of the
+    libraries that compute and draw, the committed benchmark results for a figure that shows
+    them, and the recorded spreads for a module whose sentences read them.
 
     Args:
         module: The figure's module (``attention_book.figures.x``).
@@ -109,31 +110,21 @@ def figure_key(module: str, shows_results: bool, results: Path = RESULTS) -> str
     Returns:
         16 hexadecimal digits.
     """
-    from attention_book.training.cache import package_source_hash
-
-    source_hash = package_source_hash.__wrapped__  # uncached: this process outlives edits
+    declared = declarations()
+    declaration = declared["modules"][module]
     digest = hashlib.sha256()
     versions = " ".join(f"{name} {version(name)}" for name in FIGURE_LIBRARIES)
-    digest.update(f"{versions}\n".encode())
-    for name in (module, "attention_book.figures.__main__"):
-        digest.update(f"{name} {source_hash(name, drawing_code=True)}\n".encode())
+    digest.update(f"{versions}\nrender {declared['render_version']}\n".encode())
+    digest.update(json.dumps(declaration, sort_keys=True).encode())
     if shows_results:
         for path in sorted(results.glob("*.json")):
             digest.update(path.name.encode() + b"\0" + path.read_bytes())
-    if _reads_recorded_spread(module):  # its sentences read tests/recorded/headlines.json
+    if SPREAD in declaration["computations"]:  # its sentences read the recorded spreads
         from attention_book.experiments.spread import HEADLINES
 
         if HEADLINES.exists():
             digest.update(b"headlines\0" + HEADLINES.read_bytes())
     return digest.hexdigest()[:16]
-
-
-def _reads_recorded_spread(module: str) -> bool:
-    """Whether a figure module imports the recorded spreads (its words depend on them)."""
-    spec = importlib.util.find_spec(module)
-    if spec is None or spec.origin is None:
-        return False
-    return "attention_book.experiments.spread import" in Path(spec.origin).read_text("utf-8")
 
 
 def referenced_names(
@@ -158,45 +149,60 @@ def referenced_names(
     return figures, fragments
 
 
-def drawn_with(module: str) -> str:
-    """The chapter module whose worker draws `module`'s figures: its ``DRAWN_WITH``, or itself.
-
-    A deep dive's figure module that shows the same trained run as its chapter's declares
-    ``DRAWN_WITH = "attention_book.figures.<chapter>"``: in a worker of its own, it would wait
-    for the other worker to finish training that run (the store computes a result once). Read
-    from the module's source, without importing it.
-
-    Args:
-        module: A figure module (``attention_book.figures.x``).
-
-    Returns:
-        The module whose group it joins.
-    """
-    path = PACKAGE / "figures" / f"{module.rsplit('.', 1)[-1]}.py"
-    if not path.is_file():
-        return module
-    for node in ast.parse(path.read_text(encoding="utf-8")).body:
-        if (
-            isinstance(node, ast.Assign)
-            and any(isinstance(t, ast.Name) and t.id == "DRAWN_WITH" for t in node.targets)
-            and isinstance(node.value, ast.Constant)
-        ):
-            return node.value.value
-    return module
-
-
 def render_jobs() -> int:
     """How many chapters' figures are drawn at once: ``BOOK_JOBS``, or one per core."""
     return max(1, int(os.environ.get("BOOK_JOBS", 0)) or os.cpu_count() or 1)
 
 
-def render(names: list[str], out_dir: Path, modules: dict[str, str] | None = None) -> None:
-    """Render figures in fresh interpreters, one chapter module at a time per worker.
+def train_missing(names: list[str], modules: dict[str, str]) -> None:
+    """Train, before anything is drawn, the declared runs that these figures need and lack.
 
-    The figures of one chapter module are drawn by one worker, in the order given, so that
-    what a chapter computes once (an experiment, a timing) is shared by its figures as in a
-    serial build. Workers run in parallel (`render_jobs`), and the cores are divided between
-    them so that they are used, not oversubscribed.
+    A figure module declares the runs it shows (`attention_book.figures.declaration`); those
+    the store lacks (or whose key waits for another run's result) are trained by
+    ``python -m attention_book.experiments train``, `render_jobs` runs at a time and the cores
+    divided between them, so that no drawing worker waits on another's training.
+
+    Args:
+        names: The figures about to be drawn.
+        modules: Each figure's module.
+
+    Raises:
+        PluginError: If the training fails.
+    """
+    declared = declarations()
+    needed = {
+        run
+        for name in names
+        for run in declared["modules"].get(modules.get(name), {}).get("runs", ())
+    }
+    missing = sorted(run for run in needed if declared["stored"].get(run) is not True)
+    if not missing:
+        return
+    start = time.perf_counter()
+    jobs = min(render_jobs(), len(missing))
+    threads = max(1, (os.cpu_count() or 1) // jobs)
+    env = {**os.environ, "OMP_NUM_THREADS": str(threads)}
+    with tempfile.TemporaryDirectory() as scratch:
+        command = [sys.executable, "-m", "attention_book.experiments", "train"]
+        command += [str(Path(scratch) / "trained.json"), "--jobs", str(jobs)]
+        command += [argument for run in missing for argument in ("--run", run)]
+        result = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True)
+    if result.returncode != 0:
+        raise PluginError(f"training {', '.join(missing)} failed:\n{result.stderr[-6000:]}")
+    log.info(
+        "figures: trained or loaded %d runs (%s) in %.1f s (%d workers)",
+        len(missing), ", ".join(missing), time.perf_counter() - start, jobs,
+    )  # fmt: skip
+
+
+def render(names: list[str], out_dir: Path, modules: dict[str, str] | None = None) -> None:
+    """Render figures in fresh interpreters, one figure module at a time per worker.
+
+    The figures of one module are drawn by one worker, in the order given, so that what a
+    module computes once (a measurement) is shared by its figures as in a serial build. The
+    runs they show are trained first (`train_missing`). Workers run in parallel
+    (`render_jobs`), and the cores are divided between them so that they are used, not
+    oversubscribed.
 
     Args:
         names: The figures to draw.
@@ -211,10 +217,10 @@ def render(names: list[str], out_dir: Path, modules: dict[str, str] | None = Non
     start = time.perf_counter()
     if modules is None:
         modules = {name: module for name, (module, _) in figure_index().items()}
+    train_missing(names, modules)
     groups: dict[str, list[str]] = {}
     for name in names:
-        module = modules.get(name, "?")
-        groups.setdefault(drawn_with(module), []).append(name)
+        groups.setdefault(modules.get(name, "?"), []).append(name)
     jobs = min(render_jobs(), len(groups))
     threads = max(1, (os.cpu_count() or 1) // jobs)
     arguments = ["--out-dir", str(out_dir), "--results-dir", str(RESULTS)]
@@ -462,3 +468,32 @@ def frames_player(name: str, alt: str, up: str, about: dict) -> str:
         f'value="{start}" data-labels="{label_data}" aria-label="{control}"></label> '
         f"<output>{html.escape(labels[start])}</output></figcaption></figure>"
     )
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m booktools.build.figures keys FILE``: write every figure module's key.
+
+    CI keys its saved ``.cache/figures`` by a digest of this file, as it keys the result store
+    by the declared keys of the runs: a change that draws nothing saves no new cache.
+
+    Args:
+        argv: Arguments (default: `sys.argv[1:]`).
+
+    Returns:
+        The exit status.
+    """
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="python -m booktools.build.figures")
+    parser.add_argument("command", choices=["keys"])
+    parser.add_argument("file", type=Path, help="where to write {module: key} as JSON")
+    args = parser.parse_args(argv)
+    modules = sorted(set(figure_index().values()))
+    keys = {module: figure_key(module, shows) for module, shows in modules}
+    args.file.parent.mkdir(parents=True, exist_ok=True)
+    args.file.write_text(json.dumps(keys, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

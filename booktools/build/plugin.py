@@ -39,7 +39,12 @@ from mkdocs.plugins import BasePlugin, get_plugin_logger
 from mkdocs.structure.files import Files
 
 from booktools.build.attr_lists import check_attribute_lists
-from booktools.build.figures import add_figures, insert_fragments, light_and_dark_figures
+from booktools.build.figures import (
+    add_figures,
+    declarations,
+    insert_fragments,
+    light_and_dark_figures,
+)
 from booktools.build.katex import add_katex, render_math
 from booktools.build.listings import expand_listings
 from booktools.build.notebooks import CHAPTERS, add_notebooks, notebook_uri
@@ -97,6 +102,7 @@ class BookPlugin(BasePlugin):
             The same configuration, with the build's state.
         """
         config[STATE] = BuildState()
+        declarations.cache_clear()  # what the figures declare, read again for each build
         return config
 
     def on_files(self, files: Files, config) -> Files:
