@@ -20,7 +20,7 @@ export MPLBACKEND := Agg
 export PYTHONDONTWRITEBYTECODE := 1
 export NO_MKDOCS_2_WARNING := 1
 
-.PHONY: setup serve site test page notebooks probes lint workflows unit snippets build links browser \
+.PHONY: setup serve site test page notebooks probes lint docs workflows unit snippets build links browser \
 	chromium drift crossmachine clean clean-cache
 
 setup: $(STAMP)
@@ -44,11 +44,16 @@ site: setup
 
 # The build comes before the snippets: on a cold machine it trains the book's experiments in
 # parallel worker processes (one chapter each), and the snippets then load them from the cache.
-test: setup chromium lint workflows unit build snippets links browser
+test: setup chromium lint workflows docs unit build snippets links browser
 
 lint: setup
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+
+# The rules of the pages (booktools/checks/docs.py): every code block runs or says why not, the
+# Python blocks pass ruff, every listing marker is shown, no word of the book's making.
+docs: setup
+	$(BIN)/python -m booktools.checks.docs
 
 # The workflows: zizmor's audits, offline (every action pinned to a commit, .github/zizmor.yml),
 # and GitHub's workflow schema as check-jsonschema ships it (no download).
@@ -60,14 +65,12 @@ workflows: setup
 unit: setup
 	$(BIN)/pytest -n auto tests/
 
-# One page: the docs policy for it, its snippets, the strict build, the browser check of it alone.
+# One page: the docs check of it, its snippets, the strict build, the browser check of it alone.
 # A page without a runnable block makes pytest exit with 5 ("no tests ran"): that is not a failure.
 page: setup chromium
 	@case "$(PAGE)" in docs/*.md|README.md) test -f "$(PAGE)";; *) false;; esac || { \
 	  echo "usage: make page PAGE=docs/chapters/<page>.md (got PAGE='$(PAGE)')"; exit 2; }
-	$(BIN)/pytest -q -p no:cacheprovider \
-	  "tests/test_docs_policy.py::test_every_fence_runs_or_says_why_not[$(PAGE)]" \
-	  "tests/test_docs_policy.py::test_every_python_block_passes_ruff[$(PAGE)]"
+	$(BIN)/python -m booktools.checks.docs "$(PAGE)"
 	@TRITON_INTERPRET=$${TRITON_INTERPRET:-$$($(BIN)/python -c \
 	  "import torch; print(0 if torch.cuda.is_available() else 1)")} \
 	  $(BIN)/pytest --codeblocks -p no:cacheprovider "$(PAGE)"; status=$$?; \

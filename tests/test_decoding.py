@@ -8,7 +8,6 @@ guarantee of beating greedy decoding, and a finished hypothesis leaves the beam.
 """
 
 import math
-import re
 from pathlib import Path
 
 import pytest
@@ -19,6 +18,7 @@ from attention_book.decoding import beam_search, greedy_decode
 from attention_book.seq2seq import EncoderDecoder
 from attention_book.transformer import TransformerEncoder
 from attention_book.transformer_decoder import TransformerDecoder
+from booktools.markdown import fences
 
 
 def make_model(seed: int = 1) -> EncoderDecoder:
@@ -183,7 +183,7 @@ def test_the_bahdanau_chapter_shows_this_counterexample(capsys):
     # The block of the chapter's deep dive on decoding runs on its own; here it runs again, and
     # its table must be the one above, so that the page and the tests show the same thing.
     page = Path(__file__).resolve().parents[1] / "docs" / "chapters" / "bahdanau-decoding.md"
-    blocks = re.findall(r"^```python\n(.*?)^```", page.read_text(encoding="utf-8"), re.M | re.S)
+    blocks = ["\n".join(fence.body) for fence in fences(page.read_text(encoding="utf-8"))]
     (block,) = [b for b in blocks if "class TableDecoder" in b]
     namespace: dict = {}
     exec(compile(block, str(page), "exec"), namespace)

@@ -22,13 +22,13 @@ docs' scripts and the pages' ``python`` blocks) it names that module or a packag
 from __future__ import annotations
 
 import ast
-import re
 import shutil
-import textwrap
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+from booktools.markdown import fences
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = "attention_book"
@@ -151,10 +151,6 @@ def re_export_imports(root: Path) -> list[str]:
     return problems
 
 
-#: A bare ``python`` fence of a page (indented in an admonition or not) and its body.
-PYTHON_FENCE = re.compile(r"^(?P<indent> *)```python\n(?P<body>.*?)^(?P=indent)```$", re.M | re.S)
-
-
 def outside_sources(root: Path) -> Iterator[tuple[str, str]]:
     """(where, Python source) of the code outside the package that imports from it.
 
@@ -166,10 +162,9 @@ def outside_sources(root: Path) -> Iterator[tuple[str, str]]:
             yield path.relative_to(root).as_posix(), path.read_text(encoding="utf-8")
     pages = [*sorted((root / "docs").rglob("*.md")), root / "README.md"]
     for page in (p for p in pages if p.is_file()):
-        text = page.read_text(encoding="utf-8")
-        for fence in PYTHON_FENCE.finditer(text):
-            line = text.count("\n", 0, fence.start()) + 1
-            yield f"{page.relative_to(root).as_posix()}~{line}", textwrap.dedent(fence["body"])
+        for fence in fences(page.read_text(encoding="utf-8")):
+            if fence.info == "python":
+                yield f"{page.relative_to(root).as_posix()}~{fence.line}", "\n".join(fence.body)
 
 
 def outside_re_export_imports(root: Path) -> list[str]:

@@ -117,19 +117,30 @@ def test_pieces_give_back_the_page_and_rewrite_changes_only_the_fences_asked():
     )
 
 
-# --- one reader: no other module compiles a fence regex --------------------------------------
+# --- one reader: no other module uses a fence regex ------------------------------------------
 
 #: Where the repository's Python lives (not .venv, site or caches).
 SOURCES = ("attention_book", "booktools", "tests", "benchmarks", "docs")
 
 
+#: The functions of ``re`` that take a pattern first.
+PATTERN_FUNCTIONS = {"compile", "search", "match", "fullmatch", "findall", "finditer", "sub",
+                     "subn", "split"}  # fmt: skip
+
+
 def fence_regexes(root: Path) -> list[str]:
-    """Each ``re.compile`` in the repository's Python whose pattern can match a code fence.
+    """Each call of ``re`` in the repository's Python whose pattern can match a code fence.
+
+    Every function of ``re`` that takes a pattern counts (`PATTERN_FUNCTIONS`), not only
+    ``re.compile``: ``re.findall(r"^```python...", page)`` reads fences as much as a compiled
+    pattern does.
 
     A pattern is tried on the fence lines the book uses (three backticks or tildes, with or
-    without an info string and indentation); one that matches any of them is a fence regex.
+    without an info string and indentation, and a whole block); one whose match holds the
+    fence's backticks or tildes is a fence regex.
     """
-    samples = ["```", "```python", '    ```python title="x.py"', "~~~", "````text"]
+    samples = ["```", "```python", '    ```python title="x.py"', "~~~", "````text",
+               "```python\nx = 1\n```"]  # fmt: skip
     found = []
     files = [root / "conftest.py", *(p for d in SOURCES for p in sorted((root / d).rglob("*.py")))]
     for path in files:
@@ -139,7 +150,7 @@ def fence_regexes(root: Path) -> list[str]:
             if not (
                 isinstance(node, ast.Call)
                 and isinstance(node.func, ast.Attribute)
-                and node.func.attr == "compile"
+                and node.func.attr in PATTERN_FUNCTIONS
                 and isinstance(node.func.value, ast.Name)
                 and node.func.value.id == "re"
                 and node.args
@@ -148,15 +159,17 @@ def fence_regexes(root: Path) -> list[str]:
             ):
                 continue
             try:
-                pattern = re.compile(node.args[0].value)
+                pattern = re.compile(node.args[0].value, re.M | re.S)
             except re.error:
                 continue
-            if any(pattern.search(sample) for sample in samples):
+            # It matches fence characters themselves (a pattern like \s* matches any text).
+            matches = [pattern.search(sample) for sample in samples]
+            if any(m and ("```" in m[0] or "~~~" in m[0]) for m in matches):
                 found.append(f"{path.relative_to(root)}:{node.lineno}: {node.args[0].value}")
     return found
 
 
-def test_no_module_but_the_reader_compiles_a_fence_regex():
+def test_no_module_but_the_reader_uses_a_fence_regex():
     assert fence_regexes(ROOT) == [], "read fences with booktools.markdown instead"
 
 
@@ -167,8 +180,12 @@ def test_the_scan_finds_a_fence_regex_in_a_broken_copy(tmp_path):
     (tmp_path / "tests" / "test_x.py").write_text(
         'import re\nFENCE = re.compile(r"^(?P<ticks>`{3,})(?P<info>.*)$")\n'
         'WORD = re.compile(r"\\bword\\b")\n'
+        'blocks = re.findall(r"^```python\\n(.*?)^```", "", re.M)\n'
     )
-    assert fence_regexes(tmp_path) == ["tests/test_x.py:2: ^(?P<ticks>`{3,})(?P<info>.*)$"]
+    assert fence_regexes(tmp_path) == [
+        "tests/test_x.py:2: ^(?P<ticks>`{3,})(?P<info>.*)$",
+        "tests/test_x.py:4: ^```python\\n(.*?)^```",
+    ]
 
 
 @pytest.mark.parametrize("module", ["booktools.checks.snippets", "booktools.build.notebooks",

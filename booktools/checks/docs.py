@@ -1,0 +1,236 @@
+"""The rules of the pages, checked as the gate's docs check: ``python -m booktools.checks.docs``.
+
+Four rules, each a function that returns one line per problem (``PAGE:LINE: why``):
+
+- `fence_problems`: no code block may silently escape execution. pytest-codeblocks runs a
+  fence only when its info string is exactly ``python``, ``sh`` or ``bash``; every other fence
+  must be an include of package source (``python title="attention_book/..."`` whose body is only
+  ``--8<--`` lines naming existing sections), the expected output of the block above it (after
+  ``<!--pytest-codeblocks:expected-output-->``), or plain ``text`` that does not follow a
+  runnable block (output shown there would never be compared with what the block prints). A
+  skipped block says why: ``<!--pytest.mark.skip(reason="...")-->``.
+- `lint_problems`: every runnable Python block passes ruff's rules for the package (``E``,
+  ``F``, ``W``, ``B``, ``UP``; not the line length), one ruff run for all pages.
+- `unincluded_sections`: every section marker of the package (``--8<-- [start:NAME]``) is
+  shown by some page; a marker no page includes is a listing the book forgot.
+- `word_problems`: words of the book's making that no reader knows. The book was written from
+  a source document its authors called "the seed"; in a page "seed" must be a random seed,
+  which the words around it say ("the same seed", "seed 0", "per seed", ...). Code is not
+  prose and is not read.
+
+``make test`` runs it on every page (and ``README.md``); ``make page`` on one. The tests of
+``tests/`` check that each rule can fail and lets through what the book allows.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from booktools import ROOT
+from booktools.markdown import fences, pieces
+
+#: The pages the rules read: every Markdown file of ``docs/``, and the README.
+PAGES = [*sorted((ROOT / "docs").rglob("*.md")), ROOT / "README.md"]
+
+SNIPPET = re.compile(r'^--8<-- "(?P<path>attention_book/[^":]+\.py)(?::(?P<section>[\w-]+))?"$')
+MARKER_START = re.compile(r"--8<-- \[start:(?P<section>[\w-]+)\]")
+EXECUTED = {"python", "sh", "bash"}
+LINT_RULES = ["--select", "E,F,W,B,UP", "--ignore", "E501"]
+
+#: "seed" or "seed's", not "seeds", "seeded" or "manual_seed".
+SEED = re.compile(r"(?<![\w-])seed(?:'s|’s)?(?![\w-])", re.I)
+#: A word just before "seed" that makes it a random seed.
+RANDOM_BEFORE = {
+    "a", "and", "another", "by", "different", "each", "every", "first", "fixed", "highest",
+    "its", "last", "lowest", "one", "or", "other", "per", "random", "same", "second", "third",
+}  # fmt: skip
+#: What may follow "seed" to make it a random seed: a number, "= 0", "by seed".
+RANDOM_AFTER = re.compile(r"\s*(?:=\s*\d|\d|by seed\b)", re.I)
+COMMENT = re.compile(r"<!--.*?-->")
+
+
+def _section_exists(path: str, section: str | None) -> bool:
+    source = ROOT / path
+    if not source.exists():
+        return False
+    text = source.read_text(encoding="utf-8")
+    return section is None or (
+        f"--8<-- [start:{section}]" in text and f"--8<-- [end:{section}]" in text
+    )
+
+
+def fence_problems(text: str) -> list[str]:
+    """What breaks the fence rule in one Markdown text, as ``line N: why`` messages."""
+    found = []
+    for fence in fences(text):
+        where = f"line {fence.line}: ```{fence.info}"
+        if any(m.startswith("pytest-codeblocks:expected-output") for m in fence.marks):
+            continue
+        for mark in fence.marks:
+            if mark.startswith("pytest-codeblocks:skip") or (
+                mark.startswith("pytest.mark.skip") and not re.search(r"reason\s*=\s*\S", mark)
+            ):
+                found.append(f"{where}: a skipped block must state its reason: {mark}")
+        if fence.info == "text" and fence.follows in EXECUTED:
+            found.append(
+                f"{where}: output right after a runnable block is never checked; mark it "
+                "<!--pytest-codeblocks:expected-output--> (or put prose between the two)"
+            )
+            continue
+        if fence.info in EXECUTED or fence.info == "text":
+            continue
+        title = re.fullmatch(r'python title="(?P<path>attention_book/[^"]+\.py)"', fence.info)
+        if title:
+            includes = [SNIPPET.match(line.strip()) for line in fence.body if line.strip()]
+            if not includes or not all(includes):
+                found.append(f"{where}: a titled fence may only include package source")
+            for include in filter(None, includes):
+                if include["path"] != title["path"]:
+                    found.append(f"{where}: title names another file than {include['path']}")
+                if not _section_exists(include["path"], include["section"]):
+                    found.append(f"{where}: no section {include['section']!r} in {include['path']}")
+            continue
+        found.append(
+            f"{where}: pytest-codeblocks would silently not run this block; use a bare "
+            "```python, ```bash or ```sh fence, or a titled include of package source"
+        )
+    return found
+
+
+def lint_problems(pages: list[Path]) -> list[str]:
+    """Ruff's findings in the runnable Python blocks of the pages, one ruff run for all.
+
+    Args:
+        pages: Markdown files.
+
+    Returns:
+        ``PAGE:LINE: CODE message`` per finding, LINE the block's first line in the page.
+    """
+    from pytest_codeblocks.main import extract_from_file
+
+    with tempfile.TemporaryDirectory() as scratch:
+        where = {}
+        for number, page in enumerate(pages):
+            for block in extract_from_file(page):
+                if block.syntax == "python":
+                    path = Path(scratch) / f"page{number}_line{block.lineno}.py"
+                    path.write_text(block.code, encoding="utf-8")
+                    where[path.name] = f"{_name(page)}:{block.lineno}"
+        if not where:
+            return []
+        command = [sys.executable, "-m", "ruff", "check", "--no-cache", "--isolated"]
+        command += ["--output-format", "concise", *LINT_RULES, scratch]
+        result = subprocess.run(command, capture_output=True, text=True, cwd=scratch)
+    found = []
+    for line in result.stdout.splitlines():
+        match = re.match(r"(?P<file>[^:]+\.py):(?P<row>\d+):(?P<col>\d+): (?P<what>.*)", line)
+        if match:
+            found.append(f"{where[Path(match['file']).name]}: {match['what']}")
+    if result.returncode not in (0, 1) or (result.returncode == 1 and not found):
+        found.append(f"ruff failed: {result.stderr.strip()[-2000:]}")
+    return found
+
+
+def unincluded_sections(pages: list[Path]) -> list[str]:
+    """Sections of package files (``path:section``) that no page includes."""
+    included = set()
+    for page in pages:
+        for line in page.read_text(encoding="utf-8").splitlines():
+            match = SNIPPET.match(line.strip())
+            if match and match["section"]:
+                included.add(f"{match['path']}:{match['section']}")
+    found = []
+    for path in sorted((ROOT / "attention_book").rglob("*.py")):
+        name = path.relative_to(ROOT).as_posix()
+        for marker in MARKER_START.finditer(path.read_text(encoding="utf-8")):
+            if f"{name}:{marker['section']}" not in included:
+                found.append(f"{name}:{marker['section']}")
+    return found
+
+
+def _is_random_seed(line: str, match: re.Match) -> bool:
+    before = re.findall(r"\w+", line[: match.start()].lower())
+    if before and before[-1] in RANDOM_BEFORE:
+        return True
+    return bool(RANDOM_AFTER.match(line[match.end() :]))
+
+
+def word_problems(text: str) -> list[str]:
+    """Each line of prose that says "seed" for something other than a random seed.
+
+    Args:
+        text: A Markdown page.
+
+    Returns:
+        ``line N: text`` for each such line, in order.
+    """
+    found = []
+    number = 0
+    for piece in pieces(text):
+        if not isinstance(piece, str):  # a fence: code, never prose
+            number = piece.end
+            continue
+        number += 1
+        line = COMMENT.sub("", "".join(piece.split("`")[::2]))  # without inline code
+        if any(not _is_random_seed(line, m) for m in SEED.finditer(line)):
+            found.append(
+                f"line {number}: 'seed' names the document the book started from, which no "
+                f"reader knows (say what it is): {piece.strip()}"
+            )
+    return found
+
+
+def _name(page: Path) -> str:
+    return page.relative_to(ROOT).as_posix() if page.is_relative_to(ROOT) else str(page)
+
+
+def check(pages: list[Path], every_page: bool) -> list[str]:
+    """Every rule on the pages; the section markers only when all pages are read.
+
+    Args:
+        pages: The pages to check.
+        every_page: Whether these are all the book's pages (a marker that none of them
+            includes is then a problem).
+
+    Returns:
+        One line per problem.
+    """
+    found = []
+    for page in pages:
+        text = page.read_text(encoding="utf-8")
+        found += [f"{_name(page)}:{problem}" for problem in fence_problems(text)]
+        found += [f"{_name(page)}:{problem}" for problem in word_problems(text)]
+    found += lint_problems(pages)
+    if every_page:
+        found += [f"{section}: no page includes this section" for section in
+                  unincluded_sections(pages)]  # fmt: skip
+    return found
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Check the pages named (every page by default); print the problems.
+
+    Args:
+        argv: Arguments (default: `sys.argv[1:]`).
+
+    Returns:
+        0 when every rule holds, 1 otherwise.
+    """
+    parser = argparse.ArgumentParser(prog="python -m booktools.checks.docs")
+    parser.add_argument("pages", nargs="*", type=Path, help="pages (default: every page)")
+    args = parser.parse_args(argv)
+    pages = [page.resolve() for page in args.pages] or PAGES
+    found = check(pages, every_page=not args.pages)
+    for problem in found:
+        print(problem, file=sys.stderr)
+    print(f"docs check: {len(pages)} pages, {len(found)} problems")
+    return 1 if found else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,114 @@
+"""The docs check (`booktools.checks.docs`): each rule of the pages can fail, and lets through
+what the book allows. The gate runs the check itself on every page (``make test``)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from booktools.checks.docs import (
+    fence_problems,
+    lint_problems,
+    main,
+    unincluded_sections,
+    word_problems,
+)
+
+BAD_FENCES = [
+    "```py\nprint(1)\n```",
+    "```python3\nprint(1)\n```",
+    "```pycon\n>>> 1\n```",
+    '```python hl_lines="1"\nprint(1)\n```',
+    "```{.python}\nprint(1)\n```",
+    '```python title="attention_book/plotting.py"\nprint("not an include")\n```',
+    '```python title="attention_book/plotting.py"\n--8<-- "attention_book/plotting.py:nope"\n```',
+    "<!--pytest.mark.skip-->\n```python\nprint(1)\n```",
+    "<!--pytest-codeblocks:skip-->\n```python\nprint(1)\n```",
+    '??? success "Solution"\n\n    ```py\n    print(1)\n    ```',
+    "```python\nprint(1)\n```\n\n```text\n1\n```",  # output that nothing compares
+]
+
+GOOD_FENCES = [
+    "```python\nprint(1)\n```",
+    "```bash\necho hi\n```",
+    "```python\nprint(1)\n```\n\n<!--pytest-codeblocks:expected-output-->\n```text\n1\n```",
+    '```python title="attention_book/plotting.py"\n'
+    '--8<-- "attention_book/plotting.py:show_heatmaps"\n```',
+    '<!--pytest.mark.skip(reason="starts a server")-->\n```bash\nmake serve\n```',
+    '??? success "Solution"\n\n    ```python\n    print(1)\n    ```',
+    "```python\nprint(1)\n```\n\nIt prints a table like this one:\n\n```text\n| a |\n```",
+]
+
+
+@pytest.mark.parametrize("text", BAD_FENCES)
+def test_the_fence_rule_flags_blocks_that_would_not_run(text: str):
+    assert fence_problems(text), text
+
+
+@pytest.mark.parametrize("text", GOOD_FENCES)
+def test_the_fence_rule_accepts_the_allowed_fences(text: str):
+    assert fence_problems(text) == []
+
+
+def test_the_block_linter_can_fail_and_names_the_blocks_line(tmp_path: Path):
+    page = tmp_path / "page.md"
+    page.write_text("Text.\n\n```python\nimport os\nfor i in range(3):\n    pass\n```\n")
+    found = lint_problems([page])
+    assert len(found) == 2 and all(problem.startswith(f"{page}:3: ") for problem in found)
+    assert "F401" in found[0] and "B007" in found[1]
+    page.write_text("```python\nimport os\n\nprint(os.sep)\n```\n")
+    assert lint_problems([page]) == []
+
+
+def test_the_marker_rule_can_fail(tmp_path: Path):
+    page = tmp_path / "page.md"
+    page.write_text(
+        '```python title="attention_book/masking.py"\n'
+        '--8<-- "attention_book/masking.py:masked_softmax"\n```\n'
+    )
+    missing = unincluded_sections([page])
+    assert "attention_book/masking.py:causal_mask" in missing
+    assert "attention_book/masking.py:masked_softmax" not in missing
+
+
+FLAGGED = [
+    "The seed's own example, with two layers.",
+    "the d2l signatures the seed follows",
+    "### The seed's mask, and why it breaks",
+    "Seed: the code we started from.",
+]
+ALLOWED = [
+    "Same data, the same seed, and the same number of steps.",
+    "after training with seed 0, and with `seed=1`",
+    "for every seed, seed by seed:",
+    "one line per model and seed; error bars from the lowest to the highest seed",
+    "three seeds each, a random-seed sweep, and `torch.manual_seed(0)`",
+    "```python\nmodel = build()  # the seed's layout\n```",
+]
+
+
+@pytest.mark.parametrize("text", FLAGGED)
+def test_the_word_rule_flags_the_source_document_called_the_seed(text: str):
+    (problem,) = word_problems(text)
+    assert problem.startswith("line 1: ") and problem.endswith(text)
+
+
+@pytest.mark.parametrize("text", ALLOWED)
+def test_the_word_rule_allows_random_seeds_and_code(text: str):
+    assert word_problems(text) == []
+
+
+def test_the_word_rule_counts_lines_after_a_fence():
+    text = "Intro.\n\n```python\nx = 1\ny = 2\n```\n\nThe seed's code.\n"
+    assert [problem.split(":")[0] for problem in word_problems(text)] == ["line 8"]
+
+
+def test_the_command_fails_on_a_bad_page_and_names_it(tmp_path: Path, capsys):
+    page = tmp_path / "page.md"
+    page.write_text("```py\nprint(1)\n```\n\nThe seed's code.\n")
+    assert main([str(page)]) == 1
+    errors = capsys.readouterr().err.splitlines()
+    assert len(errors) == 2 and all(line.startswith(f"{page}:line ") for line in errors)
+    page.write_text("```python\nprint(1)\n```\n")
+    assert main([str(page)]) == 0
