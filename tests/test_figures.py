@@ -309,46 +309,6 @@ def test_the_shared_heads_verdict_follows_the_numbers():
 
 
 # ---------------------------------------------------------------------------------------------
-# The Transformer chapter: the sentences whose wording depends on the numbers
-
-
-def test_the_tuning_caveat_says_how_each_model_was_tuned_and_what_the_other_run_scored():
-    from attention_book.experiments.bahdanau import BAHDANAU_CONFIG
-    from attention_book.experiments.transformer import TRANSFORMER_CONFIG
-    from attention_book.figures.transformer import transformer_tuning_caveat as caveat
-
-    above = caveat({"0.0": 97.47, "0.1": 98.35}, "0.1", 96.73)
-    assert "The Transformer was trained twice, with label smoothing 0.0 and 0.1" in above
-    assert "the chapter's model uses the paper's ε = 0.1, fixed before training" in above
-    assert f"a linear warmup over {TRANSFORMER_CONFIG.warmup_steps} steps" in above
-    assert f"to a rate of {TRANSFORMER_CONFIG.lr:g}" in above
-    assert "Adam with β₂ = 0.98" in above and "PyTorch's defaults (β₂ = 0.999)" in above
-    assert (
-        f"to a rate of {BAHDANAU_CONFIG.lr:g}, then a cosine decay, for "
-        f"{BAHDANAU_CONFIG.num_epochs} epochs" in above
-    )
-    assert "The Bahdanau model was trained once" in above and "one seed" in above
-    assert "without the chapter's ε (ε = 0.0) scores 97.5 test BLEU, 0.7 points above" in above
-    below = caveat({"0.0": 96.0, "0.1": 98.35}, "0.1", 96.73)
-    assert "without the chapter's ε (ε = 0.0) scores 96.0 test BLEU, 0.7 points below" in below
-    assert "without the chapter's ε" not in caveat({"0.1": 98.35}, "0.1", 96.73)
-
-
-def test_the_ceiling_bullet_says_how_near_the_top_both_models_are():
-    from attention_book.figures.transformer import transformer_ceiling as ceiling
-
-    near = ceiling({"transformer": 98.354, "attention": 96.734}, {"transformer": 1300,
-                   "attention": 1200}, 1500)  # fmt: skip
-    # Below 100 by the rounded scores the reader sees (98.4 and 96.7), not by the raw ones.
-    assert "the Transformer is 1.6 points below it, the Bahdanau model 3.3" in near
-    assert "equals the reference on 1,300 of the 1,500 test sentences" in near
-    assert "Bahdanau model's on 1,200" in near and "near the ceiling" in near
-    far = ceiling({"transformer": 70.0, "attention": 96.73}, {"transformer": 3,
-                  "attention": 1200}, 1500)  # fmt: skip
-    assert "30.0 points below it" in far and "near the ceiling" not in far
-
-
-# ---------------------------------------------------------------------------------------------
 # The scoring-functions chapter: the sentences that read the scaling measurements
 
 
@@ -415,21 +375,6 @@ def test_the_short_source_verdict_says_how_far_behind_the_plain_model_is():
         "there (4.6 behind)."
     )
     assert "weak" not in verdict(99.0, 98.0)
-
-
-def test_the_smoothing_verdict_calls_a_difference_noise_when_the_recorded_spread_crosses_zero():
-    from attention_book.figures.transformer import smoothing_verdict
-
-    noise = smoothing_verdict("0.1", "0.0", -1.3, [0.9, -0.2, -1.3, 0.4, 0.1])
-    assert "this build's model scores 1.3 BLEU points below the one trained with ε = 0.0" in noise
-    assert "within the noise" in noise and "from -1.3 to +0.9 points" in noise
-    assert "improves" not in noise
-    above = smoothing_verdict("0.1", "0.0", 0.8, [0.5, 0.8, 1.2])
-    assert "Across the 3 recorded trainings" in above
-    assert "ε = 0.1 is above in every one." in above and "within the noise" not in above
-    below = smoothing_verdict("0.1", "0.0", -0.8, [-0.5, -0.8, -1.2])
-    assert "ε = 0.1 is below in every one." in below
-    assert smoothing_verdict("0.1", "0.0", 0.3, []).endswith("ε = 0.0.\n")
 
 
 def test_the_epoch_time_sentence_follows_the_cpu_time_ratio_in_either_direction():

@@ -7,6 +7,9 @@ check each wording on made-up numbers, that the pages use it where they state it
 stored runs where the store holds them, what the prose and the alt texts still say in words:
 
 - the schedule's sentence gives the run's steps and warmup from the configuration and the data;
+- the findings say which model is above the other, how each was tuned, whether both are near
+  the top of the scale, and the sentence under the label smoothing table whether its
+  difference holds across the recorded trainings or is within their noise;
 - the caveat on copying numbers counts the test translations that carry exactly the numbers
   of their reference;
 - the figure of BLEU by length says that the model without attention is far below the two
@@ -18,8 +21,9 @@ stored runs where the store holds them, what the prose and the alt texts still s
 - the deep stacks say which one ends lower, what the warmup did, and whether each comparison
   holds in the recorded trainings.
 
-The deep dives' words come from one function, `transformer_studies_verdict`; `verdict` below
-gives it numbers like the build's, with those a test names in their place.
+The core page's words that depend on numbers come from `transformer_verdict`, the deep dives'
+from `transformer_studies_verdict`; `core_verdict` and `verdict` below give them numbers like the
+build's, with those a test names in their place.
 """
 
 from __future__ import annotations
@@ -32,7 +36,7 @@ import pytest
 from attention_book.experiments.bahdanau import MODELS, bahdanau_cache_key
 from attention_book.experiments.transformer import transformer_cache_key, transformer_run_name
 from attention_book.experiments.transformer_studies import LENGTH_SPLIT_CONFIG
-from attention_book.figures.transformer import copy_counts, digit_tokens, transformer_ceiling
+from attention_book.figures.transformer import copy_counts, digit_tokens, transformer_verdict
 from attention_book.figures.transformer_studies import transformer_studies_verdict
 from attention_book.store import is_cached
 
@@ -126,11 +130,74 @@ def test_the_copying_caveat_counts_from_the_build():
         assert f"{{{{ build:transformer_copy_facts.{key} }}}}" in text, key
 
 
-def test_the_ceiling_sends_the_reader_to_the_length_deep_dive():
-    near = transformer_ceiling({"transformer": 98.4, "attention": 97.9}, {"transformer": 1,
-                               "attention": 1}, 2)  # fmt: skip
+def core_verdict(**numbers: Any) -> dict[str, str]:
+    """`transformer_verdict` of numbers like the build's, with `numbers` in their place."""
+    given = {
+        "bleu": {"transformer": 98.35, "attention": 96.73},
+        "other_bleu": 97.47,
+        "smoothing_change": 0.8,
+        "smoothing_recorded": [0.5, 0.8, 1.2],
+        "chosen": "0.1",
+    }
+    return transformer_verdict(**{**given, **numbers})
+
+
+def test_the_findings_say_which_model_is_above():
+    words = core_verdict()
+    assert (words["bleu_side"], words["other_side"]) == ("above", "above")
+    below = core_verdict(bleu={"transformer": 90.0, "attention": 96.73}, other_bleu=96.0)
+    assert (below["bleu_side"], below["other_side"]) == ("below", "below")
+
+
+def test_the_ceiling_says_how_near_the_top_both_models_are():
+    # Near the top by the rounded scores the reader sees: 89.96 reads 90.0.
+    near = core_verdict(bleu={"transformer": 98.354, "attention": 89.96})["ceiling"]
+    assert near.startswith("Both sit near the ceiling")
     assert "[Sentences longer than any seen in training](transformer-length.md)" in near
     assert "next section" not in near
+    assert core_verdict(bleu={"transformer": 70.0, "attention": 96.73})["ceiling"] == ""
+
+
+def test_the_smoothing_verdict_calls_a_difference_noise_when_the_recorded_spread_crosses_zero():
+    noise = core_verdict(smoothing_change=-1.3, smoothing_recorded=[0.9, -0.2, -1.3, 0.4, 0.1])
+    assert noise["smoothing_side"] == "below"
+    assert noise["smoothing_recorded"].startswith("That is within the noise: across the 5")
+    assert "from -1.3 to +0.9 points" in noise["smoothing_recorded"]
+    assert "improves" not in noise["smoothing_recorded"]
+    above = core_verdict()
+    assert above["smoothing_side"] == "above"
+    assert above["smoothing_recorded"].startswith("Across the 3 recorded trainings")
+    assert above["smoothing_recorded"].endswith("ε = 0.1 is above in every one.")
+    below = core_verdict(smoothing_change=-0.8, smoothing_recorded=[-0.5, -0.8, -1.2])
+    assert below["smoothing_recorded"].endswith("ε = 0.1 is below in every one.")
+    with pytest.raises(ValueError, match="smoothing_recorded"):
+        core_verdict(smoothing_recorded=[])
+
+
+def test_the_core_page_words_its_findings_from_the_build():
+    text = chapter_text(CORE)
+    for key in ("bleu_side", "other_side", "ceiling", "smoothing_side", "smoothing_recorded"):
+        assert f"{{{{ build:transformer_facts.{key} }}}}" in text, key
+    assert (
+        "The two were not tuned alike." in text and "Each model was trained from one seed." in text
+    )
+
+
+@needs_stored_runs
+def test_the_tuning_facts_are_the_configurations():
+    from attention_book.experiments.bahdanau import BAHDANAU_CONFIG
+    from attention_book.experiments.transformer import TRANSFORMER_CONFIG
+    from attention_book.figures.transformer import transformer_facts
+
+    facts = transformer_facts()
+    assert (facts["trained_times"], facts["smoothings_tried"]) == ("twice", "0.0 and 0.1")
+    assert facts["warmup_steps"] == str(TRANSFORMER_CONFIG.warmup_steps)
+    assert facts["lr"] == f"{TRANSFORMER_CONFIG.lr:g}" and facts["beta2"] == "0.98"
+    assert facts["bahdanau_beta2"] == "0.999"
+    assert facts["bahdanau_lr"] == f"{BAHDANAU_CONFIG.lr:g}"
+    assert facts["bahdanau_epochs"] == str(BAHDANAU_CONFIG.num_epochs)
+    # Below 100 by the rounded scores the reader sees.
+    assert facts["below_top_transformer"] == f"{100 - float(facts['bleu_transformer']):.1f}"
 
 
 def plain_far_below(scores: dict[str, list[float]]) -> bool:

@@ -50,15 +50,14 @@ __all__ = [
     "longest",
     "transformer_architecture",
     "transformer_bleu_by_length",
-    "transformer_ceiling",
     "transformer_copy_facts",
-    "transformer_findings",
+    "transformer_facts",
     "transformer_label_smoothing_table",
     "transformer_samples_table",
     "transformer_schedule",
     "transformer_schedule_facts",
     "transformer_summary",
-    "transformer_tuning_caveat",
+    "transformer_verdict",
 ]
 
 COLORS = {"attention": "#f6d7a7", "norm": "#fbf3c2", "ffn": "#cfe2f3", "embedding": "#e8daef"}
@@ -232,61 +231,82 @@ def transformer_summary() -> str:
 
 
 def transformer_label_smoothing_table() -> str:
-    """A Markdown table of the main run with and without label smoothing, and what it shows."""
+    """A Markdown table of the main run with and without label smoothing."""
     result = transformer_experiment()
-    chosen = transformer_model_smoothing(result)
     references, _ = bahdanau_test_references()
-    test = {eps: token_bleu(run["greedy"], references) for eps, run in result["runs"].items()}
     rows = [
-        [eps, f"{run['train_loss'][-1]:.3f}", f"{run['valid_bleu']:.1f}", f"{test[eps]:.1f}"]
+        [
+            eps,
+            f"{run['train_loss'][-1]:.3f}",
+            f"{run['valid_bleu']:.1f}",
+            f"{token_bleu(run['greedy'], references):.1f}",
+        ]
         for eps, run in result["runs"].items()
     ]
     header = ["label smoothing ε", "last epoch's training loss", "validation BLEU", "test BLEU"]
-    other = next(eps for eps in result["runs"] if eps != chosen)
-    label = "test BLEU, label smoothing {}"
-    mine, theirs = (recorded_values(transformer_run_name(eps)) for eps in (chosen, other))
-    recorded = [
-        mine[v][label.format(chosen)] - theirs[v][label.format(other)] for v in mine if v in theirs
-    ]
-    return (
-        markdown_table(header, rows)
-        + "\n"
-        + smoothing_verdict(chosen, other, test[chosen] - test[other], recorded)
-    )
+    return markdown_table(header, rows)
 
 
-def smoothing_verdict(chosen: str, other: str, change: float, recorded: Sequence[float]) -> str:
-    """What the two label smoothings' test BLEU say, worded from their recorded spread.
+def transformer_verdict(
+    *,
+    bleu: dict[str, float],
+    other_bleu: float,
+    smoothing_change: float,
+    smoothing_recorded: Sequence[float],
+    chosen: str,
+) -> dict[str, str]:
+    """The core page's words that depend on its numbers; the rest of each sentence is the page's.
 
     Args:
+        bleu: Test BLEU of "transformer" (the chapter's model) and "attention" (the Bahdanau
+            model).
+        other_bleu: Test BLEU of the Transformer trained with the other label smoothing.
+        smoothing_change: This build's test BLEU of the chapter's label smoothing minus that of
+            the other one.
+        smoothing_recorded: The same difference in each recorded variant (CPU arithmetic and
+            seed).
         chosen: The label smoothing of the chapter's model.
-        other: The other one.
-        change: This build's test BLEU of `chosen` minus that of `other`.
-        recorded: The same difference in each recorded variant (CPU arithmetic and seed).
 
     Returns:
-        Two sentences: this build's difference, and whether it holds across the variants.
+        ``"smoothing_side"`` (``"above"`` or ``"below"``) and ``"smoothing_recorded"`` (a
+        sentence: whether the difference holds across the recorded variants, or is within
+        their noise); ``"bleu_side"`` and ``"other_side"``: where the Transformer, and the one
+        with the other label smoothing, are against the Bahdanau model; ``"ceiling"``: a
+        sentence when both models are near the top of the scale, else nothing.
+
+    Raises:
+        ValueError: If `smoothing_recorded` is empty.
     """
-    side = "above" if change >= 0 else "below"
-    text = (
-        f"The chapter's model uses the paper's ε = {chosen}, fixed before training. On the test "
-        f"split this build's model scores {abs(change):.1f} BLEU points {side} the one trained "
-        f"with ε = {other}."
-    )
-    if not recorded:
-        return text + "\n"
-    low, high = min(recorded), max(recorded)
+    if not smoothing_recorded:
+        raise ValueError("smoothing_recorded must hold the recorded variants' differences")
+    words = {"smoothing_side": "above" if smoothing_change >= 0 else "below"}
+    low, high = min(smoothing_recorded), max(smoothing_recorded)
     spread = (
-        f"across the {len(recorded)} recorded trainings of both (other CPU arithmetic, other "
-        f"seeds) the difference ran from {low:+.1f} to {high:+.1f} points"
+        f"across the {len(smoothing_recorded)} recorded trainings of both (other CPU "
+        f"arithmetic, other seeds) the difference ran from {low:+.1f} to {high:+.1f} points"
     )
     if low > 0 or high < 0:
         way = "above" if low > 0 else "below"
-        return text + f" {spread[0].upper()}{spread[1:]}: ε = {chosen} is {way} in every one.\n"
-    return text + (
-        f" That is within the noise: {spread}, so on this data and budget smoothing neither "
-        "helps nor hurts measurably. Vaswani et al.'s gain in BLEU came on far larger data.\n"
-    )
+        words["smoothing_recorded"] = (
+            f"{spread[0].upper()}{spread[1:]}: ε = {chosen} is {way} in every one."
+        )
+    else:
+        words["smoothing_recorded"] = (
+            f"That is within the noise: {spread}, so on this data and budget smoothing neither "
+            "helps nor hurts measurably. Vaswani et al.'s gain in BLEU came on far larger data."
+        )
+    words["bleu_side"] = "above" if bleu["transformer"] >= bleu["attention"] else "below"
+    words["other_side"] = "above" if other_bleu >= bleu["attention"] else "below"
+    # Near the top by the rounded scores the reader sees.
+    if min(round(bleu["transformer"], 1), round(bleu["attention"], 1)) >= 90:
+        words["ceiling"] = (
+            "Both sit near the ceiling, with little room above them to separate the two; the "
+            "deep dive [Sentences longer than any seen in training](transformer-length.md) "
+            "makes the test harder."
+        )
+    else:
+        words["ceiling"] = ""
+    return words
 
 
 def transformer_schedule_facts() -> dict[str, str]:
@@ -388,111 +408,76 @@ def transformer_samples_table() -> str:
     return markdown_table(["source", "reference", "Bahdanau attention", "Transformer"], rows)
 
 
-def transformer_tuning_caveat(test_bleu: dict[str, float], chosen: str, bahdanau: float) -> str:
-    """A bullet: how differently the two models were tuned, and what that is worth here.
+def transformer_facts() -> dict[str, str]:
+    """The numbers the core page's sentences cite, and `transformer_verdict`'s words on them.
 
-    The settings come from the two configurations; the numbers from the runs.
-
-    Args:
-        test_bleu: Test BLEU of each of the main run's Transformers, by label smoothing (the
-            keys of its ``runs``).
-        chosen: The label smoothing of the chapter's model.
-        bahdanau: The Bahdanau model's test BLEU.
-
-    Returns:
-        One Markdown bullet.
+    Read from the stored runs: test BLEU of the three models and of the Transformer trained
+    with the other label smoothing, their exact matches, the recorded variants of the two
+    label smoothings, the length buckets, the timed batches and the two configurations.
     """
-    ours, theirs = TRANSFORMER_CONFIG, BAHDANAU_CONFIG
-    default_beta2 = inspect.signature(torch.optim.Adam).parameters["betas"].default[1]
-    tried = " and ".join(test_bleu)
-    times = {1: "once", 2: "twice"}.get(len(test_bleu), f"{len(test_bleu)} times")
-    text = (
-        f"- The two were not tuned alike. The Transformer was trained {times}, "
-        f"with label smoothing {tried}; the chapter's model uses the paper's ε = {chosen}, fixed "
-        f"before training. It follows its own schedule: Adam with β₂ = {ours.betas[1]:g}, a "
-        f"linear warmup over {ours.warmup_steps} steps to a rate of {ours.lr:g}, then an "
-        f"inverse-square-root decay, for {ours.num_epochs} epochs. The Bahdanau model was "
-        f"trained once, with its chapter's fixed settings: Adam with PyTorch's defaults (β₂ = "
-        f"{default_beta2:g}), a warmup over {theirs.warmup_steps} steps to a rate of "
-        f"{theirs.lr:g}, then a cosine decay, for {theirs.num_epochs} epochs, no label "
-        "smoothing. Each model was trained from one seed."
-    )
-    others = [eps for eps in test_bleu if eps != chosen]
-    if others:
-        other = others[0]
-        gap = test_bleu[other] - bahdanau
-        text += (
-            f" The Transformer trained without the chapter's ε (ε = {other}) scores "
-            f"{test_bleu[other]:.1f} test BLEU, {abs(gap):.1f} points "
-            f"{'above' if gap >= 0 else 'below'} the Bahdanau model."
-        )
-    return text
-
-
-def transformer_ceiling(bleu: dict[str, float], exact: dict[str, int], num_sentences: int) -> str:
-    """A bullet: how far the two attention models are from the top of the scale.
-
-    Args:
-        bleu: Test BLEU of "transformer" and "attention" (the Bahdanau model).
-        exact: How many test translations of each equal their reference.
-        num_sentences: The number of test sentences.
-
-    Returns:
-        One Markdown bullet.
-    """
-    ours, theirs = round(bleu["transformer"], 1), round(bleu["attention"], 1)  # as printed
-    text = (
-        f"- BLEU cannot go above 100: the Transformer is {100 - ours:.1f} points below it, the "
-        f"Bahdanau model {100 - theirs:.1f}. The Transformer's translation equals the "
-        f"reference on {exact['transformer']:,} of the {num_sentences:,} test sentences, the "
-        f"Bahdanau model's on {exact['attention']:,}."
-    )
-    if min(ours, theirs) >= 90:
-        text += (
-            " Both sit near the ceiling, with little room above them to separate the two; the "
-            "deep dive [Sentences longer than any seen in training](transformer-length.md) "
-            "makes the test harder."
-        )
-    return text
-
-
-def transformer_findings() -> str:
-    """Markdown bullets: what the comparison on the standard split shows, from its numbers."""
     references, lengths = bahdanau_test_references()
     translations = greedy_test_translations()
-    overall = {name: token_bleu(h, references) for name, h in translations.items()}
+    bleu = {name: token_bleu(h, references) for name, h in translations.items()}
     ours, theirs = (bahdanau_bleu_by_bucket(translations[n], references, lengths)[0]
                     for n in ("transformer", "attention"))  # fmt: skip
     batch = transformer_timings()["train_batch_seconds"]
-    gap = overall["transformer"] - overall["attention"]
-    ahead = sum(t > a for t, a in zip(ours, theirs, strict=True))
     result = transformer_experiment()
+    chosen = transformer_model_smoothing(result)
     test_bleu = {eps: token_bleu(run["greedy"], references) for eps, run in result["runs"].items()}
+    other = next(eps for eps in result["runs"] if eps != chosen)
+    label = "test BLEU, label smoothing {}"
+    mine, rivals = (recorded_values(transformer_run_name(eps)) for eps in (chosen, other))
+    recorded = [
+        mine[v][label.format(chosen)] - rivals[v][label.format(other)] for v in mine if v in rivals
+    ]
     exact = {
         name: sum(h == r for h, r in zip(translations[name], references, strict=True))
         for name in ("transformer", "attention")
     }
-    lines = [
-        f"- Test BLEU: {overall['transformer']:.1f} for the Transformer, "
-        f"{overall['attention']:.1f} for the Bahdanau model and {overall['plain']:.1f} without "
-        f"attention. The Transformer is {abs(gap):.1f} points "
-        f"{'above' if gap >= 0 else 'below'} the Bahdanau model, and ahead of it in {ahead} of "
-        f"the {len(LENGTH_BUCKETS)} length buckets.",
-        transformer_tuning_caveat(
-            test_bleu, transformer_model_smoothing(result), overall["attention"]
-        ),
-        transformer_ceiling(overall, exact, len(references)),
-        f"- A training batch of the Transformer took "
-        f"{batch['transformer'] / batch['attention']:.1f} times as long as one of the Bahdanau "
-        "model, measured one after the other on the same batches.",
-    ]
-    return "\n".join(lines) + "\n"
+    config, bahdanau_config = TRANSFORMER_CONFIG, BAHDANAU_CONFIG
+    runs = len(test_bleu)
+    shown = {name: round(bleu[name], 1) for name in ("transformer", "attention")}  # as printed
+    facts = {
+        "smoothing_chosen": chosen,
+        "smoothing_other": other,
+        "smoothing_gap": f"{abs(test_bleu[chosen] - test_bleu[other]):.1f}",
+        "bleu_transformer": f"{bleu['transformer']:.1f}",
+        "bleu_attention": f"{bleu['attention']:.1f}",
+        "bleu_plain": f"{bleu['plain']:.1f}",
+        "bleu_gap": f"{abs(bleu['transformer'] - bleu['attention']):.1f}",
+        "buckets_ahead": str(sum(t > a for t, a in zip(ours, theirs, strict=True))),
+        "buckets": str(len(LENGTH_BUCKETS)),
+        "trained_times": {1: "once", 2: "twice"}.get(runs, f"{runs} times"),
+        "smoothings_tried": " and ".join(test_bleu),
+        "beta2": f"{config.betas[1]:g}",
+        "warmup_steps": str(config.warmup_steps),
+        "lr": f"{config.lr:g}",
+        "epochs": str(config.num_epochs),
+        "bahdanau_beta2": f"{inspect.signature(torch.optim.Adam).parameters['betas'].default[1]:g}",
+        "bahdanau_warmup_steps": str(bahdanau_config.warmup_steps),
+        "bahdanau_lr": f"{bahdanau_config.lr:g}",
+        "bahdanau_epochs": str(bahdanau_config.num_epochs),
+        "other_bleu": f"{test_bleu[other]:.1f}",
+        "other_gap": f"{abs(test_bleu[other] - bleu['attention']):.1f}",
+        "below_top_transformer": f"{100 - shown['transformer']:.1f}",
+        "below_top_attention": f"{100 - shown['attention']:.1f}",
+        "exact_transformer": f"{exact['transformer']:,}",
+        "exact_attention": f"{exact['attention']:,}",
+        "test_sentences": f"{len(references):,}",
+        "batch_ratio": f"{batch['transformer'] / batch['attention']:.1f}",
+    }
+    return facts | transformer_verdict(
+        bleu=bleu,
+        other_bleu=test_bleu[other],
+        smoothing_change=test_bleu[chosen] - test_bleu[other],
+        smoothing_recorded=recorded,
+        chosen=chosen,
+    )
 
 
-#: The figures and build-time tables of this module, in the order of the chapter.
 #: Bump when what this module's figures show changes: the build keys them by it
 #: (`attention_book.figures.declaration`), not by their source.
-VERSION = 1
+VERSION = 2
 
 FIGURES = (
     transformer_architecture,
@@ -501,7 +486,7 @@ FIGURES = (
     transformer_label_smoothing_table,
     transformer_summary,
     transformer_bleu_by_length,
-    transformer_findings,
+    transformer_facts,
     transformer_samples_table,
     transformer_copy_facts,
 )

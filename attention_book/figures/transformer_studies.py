@@ -460,7 +460,7 @@ def transformer_kv_cache_facts() -> dict[str, str]:
 
 #: Bump when what this module's figures show changes: the build keys them by it
 #: (`attention_book.figures.declaration`), not by their source.
-VERSION = 1
+VERSION = 2
 
 FIGURES = (
     transformer_length_generalization,
