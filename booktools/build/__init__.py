@@ -2,6 +2,8 @@
 
 - `booktools.build.plugin`: `BookPlugin`, the events, in build order;
 - `booktools.build.state`: what one build keeps between events;
+- `booktools.build.structure`: the chapter map, the learning path, the plan of the book and the
+  API reference (its pages, their nav and their index), made from the nav;
 - `booktools.build.figures`: figures and build fragments drawn at build time, cached per figure;
 - `booktools.build.listings`: listings of the package's source, docstrings cut to their summary;
 - `booktools.build.notes`: the "first run trains" note before a block that trains;

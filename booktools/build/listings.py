@@ -24,6 +24,7 @@ from functools import cache
 from mkdocs.exceptions import PluginError
 
 from booktools import ROOT
+from booktools.build import structure
 from booktools.markdown import Fence, rewrite
 
 #: An include line of pymdownx.snippets: ``--8<-- "path"`` or ``--8<-- "path:section"``.
@@ -104,11 +105,8 @@ def shorten_docstrings(source: str) -> str:
 
 @cache
 def documented_modules() -> frozenset[str]:
-    """The modules the API reference documents (``::: module`` in ``docs/api/*.md``)."""
-    found = set()
-    for page in (ROOT / "docs" / "api").glob("*.md"):
-        found.update(re.findall(r"^::: ([\w.]+)\s*$", page.read_text(encoding="utf-8"), re.M))
-    return frozenset(found)
+    """The modules the API reference documents (`booktools.build.structure`)."""
+    return structure.documented_modules(ROOT, ROOT / "docs")
 
 
 def exported_names(path: str) -> set[str] | None:

@@ -2,9 +2,10 @@
 
 Each runnable Python block of a chapter becomes a code cell, and everything else Markdown: the
 prose with its links made absolute (they point at the site), the listings of package source
-shortened as on the page, the build fragments inserted as on the page (a page that inserts a
-fragment the build did not draw fails the same way on the page and in its notebook), and the
-"first run trains" notes. Test marks and expected outputs are for the snippets, not for
+shortened as on the page, the build fragments and the book's lists (the plan of the book)
+inserted as on the page (a page that inserts a fragment the build did not draw fails the same
+way on the page and in its notebook), and the "first run trains" notes. The front matter is
+left out. Test marks and expected outputs are for the snippets, not for
 readers, and are left out. A block the page skips without a GPU becomes a guarded cell, so
 that "run all" works on a CPU; a block the page never runs is shown with the page's reason.
 """
@@ -17,12 +18,14 @@ from pathlib import Path
 
 import nbformat
 from mkdocs.structure.files import File, Files
+from mkdocs.utils.meta import get_data
 
 from booktools import ROOT
 from booktools.build.figures import FIGURE_LINK, insert_fragments
 from booktools.build.listings import listing
 from booktools.build.notes import note_for
 from booktools.build.state import BuildState
+from booktools.build.structure import insert_structure
 from booktools.live.widgets import notebook_text
 from booktools.markdown import Fence, Skip, is_mark, pieces
 
@@ -202,7 +205,9 @@ def add_notebooks(files: Files, config, state: BuildState) -> None:
             notebook = jupytext_notebook(file.abs_src_path)
             path.write_text(nbformat.writes(notebook), encoding="utf-8")
         elif file.src_uri.startswith(CHAPTERS):
-            markdown = Path(file.abs_src_path).read_text(encoding="utf-8")
+            # The front matter is for the build; the book's lists are put in as on the page.
+            markdown = get_data(Path(file.abs_src_path).read_text(encoding="utf-8"))[0]
+            markdown = insert_structure(markdown, file.src_uri, state.book)
             site_url = config["site_url"] or ""
             page = f"docs/{file.src_uri}"
             notebook = chapter_notebook(markdown, file.url, site_url, page, state)

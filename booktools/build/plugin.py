@@ -5,12 +5,17 @@ in ``pyproject.toml``) and named in ``mkdocs.yml``'s ``plugins:``, after ``searc
 in build order:
 
 1. ``on_config``: a new `BuildState` for this build, kept in the configuration that every
-   later event receives (each rebuild of ``mkdocs serve`` starts clean).
+   later event receives (each rebuild of ``mkdocs serve`` starts clean); reads the book's
+   structure from the nav, the pages' front matter and the package, and puts a page per module
+   in the nav's API reference (`booktools.build.structure`).
 2. ``on_files``: draws every figure and build fragment the pages use (`booktools.build.figures`),
    exports the trained models that pages run live in the browser (`booktools.live.widgets`), adds
-   KaTeX's style sheet and fonts (`booktools.build.katex`) and one notebook per chapter
-   (`booktools.build.notebooks`).
-3. ``on_page_markdown``: expands the listings of package source (`booktools.build.listings`), puts a
+   KaTeX's style sheet and fonts (`booktools.build.katex`), one notebook per chapter
+   (`booktools.build.notebooks`) and the generated API pages (`booktools.build.structure`).
+3. ``on_page_markdown``: puts in the lists the book's structure makes (``{{ book:NAME }}``: the
+   chapter map, the learning path, the plan of the book, the API index:
+   `booktools.build.structure`), expands the listings of package source
+   (`booktools.build.listings`), puts a
    note of what it trains before each block that may train (`booktools.build.notes`), inserts the
    build fragments and the live widgets, shows each figure in light and dark, links each
    chapter's notebook, says which versions its code was tested with (`booktools.build.versions`),
@@ -53,6 +58,12 @@ from booktools.build.reading import deep_dive_note, length_report, measure_page
 from booktools.build.referee import referee
 from booktools.build.search_index import check_search_index, exclude_code, paragraph_samples
 from booktools.build.state import BuildState
+from booktools.build.structure import (
+    add_api_pages,
+    expand_api_nav,
+    insert_structure,
+    read_book,
+)
 from booktools.build.versions import versions_line
 from booktools.live.widgets import add_live_models, insert_live
 
@@ -93,20 +104,26 @@ class BookPlugin(BasePlugin):
     """
 
     def on_config(self, config):
-        """Start a build: a new, empty `BuildState`.
+        """Start a build: a new `BuildState`, the book's structure, the API reference's nav.
 
         Args:
             config: The mkdocs configuration.
 
         Returns:
-            The same configuration, with the build's state.
+            The same configuration, with the build's state, and in the nav's API reference a
+            page per module of the package.
         """
-        config[STATE] = BuildState()
+        book = None
+        if config.get("config_file_path"):  # a configuration read from mkdocs.yml
+            root = Path(config["config_file_path"]).parent
+            book = read_book(config["nav"], root, Path(config["docs_dir"]))
+            config["nav"] = expand_api_nav(config["nav"], book.api)
+        config[STATE] = BuildState(book=book)
         declarations.cache_clear()  # what the figures declare, read again for each build
         return config
 
     def on_files(self, files: Files, config) -> Files:
-        """Add figures, the live widgets' models, KaTeX's files and chapter notebooks to the site.
+        """Add API pages, figures, the live models, KaTeX's files and notebooks to the site.
 
         Args:
             files: The site's files.
@@ -120,10 +137,13 @@ class BookPlugin(BasePlugin):
         add_live_models(files, config, state)
         add_katex(files, config)
         add_notebooks(files, config, state)
+        # Last: the steps above read each page's file, and a generated API page has none (it
+        # holds docstrings only, no figure, widget or notebook).
+        add_api_pages(files, config, state.book)
         return files
 
     def on_page_markdown(self, markdown: str, page, config, files: Files) -> str:
-        """Expand listings, insert build fragments; on chapters, the notebook's link and versions.
+        """Insert lists, listings and fragments; on chapters, the notebook's link and versions.
 
         Args:
             markdown: The page's Markdown.
@@ -137,6 +157,7 @@ class BookPlugin(BasePlugin):
         state = build_state(config)
         source = f"docs/{page.file.src_uri}"
         written = markdown  # the page's own blocks, before listings are added
+        markdown = insert_structure(markdown, page.file.src_uri, state.book)
         markdown = expand_listings(markdown, source)
         markdown = first_run_notes(markdown)
         markdown = insert_fragments(markdown, source, state)

@@ -9,8 +9,12 @@ handed explicitly to the functions that read it: no module keeps state between b
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from mkdocs.exceptions import PluginError
+
+if TYPE_CHECKING:
+    from booktools.build.structure import Book
 
 
 class MissingFragmentError(PluginError):
@@ -32,6 +36,8 @@ class BuildState:
             the search index must hold (`booktools.build.search_index`).
         live: Each live widget's facts (`booktools.live.widgets.widget_facts`): its exported model's
             folder, sizes and reference cases, by widget name (``{{ live:NAME }}``).
+        book: The book's structure (`booktools.build.structure.Book`), read from the nav, the
+            pages' front matter and the package; None where no build read it.
     """
 
     fragments: dict[str, str] = field(default_factory=dict)
@@ -39,6 +45,7 @@ class BuildState:
     page_lengths: dict[str, int] = field(default_factory=dict)
     search_samples: dict[str, list[str]] = field(default_factory=dict)
     live: dict[str, dict] = field(default_factory=dict)
+    book: Book | None = None
 
     def fragment(self, name: str, page: str) -> str:
         """The Markdown of a build fragment.
