@@ -1,5 +1,7 @@
 # ---
 # jupyter:
+#   book:
+#     builds: One attention layer, end to end, in a notebook
 #   jupytext:
 #     formats: py:percent
 #   kernelspec:

@@ -2,12 +2,15 @@
 
 The home page's chapter map, the introduction's plan of the book and the quick tour's last cell
 each tell the reader which chapters exist. They drifted once: they named chapters the nav did
-not have, and numbered them differently from one another. These tests compare every promise
-with the nav of ``mkdocs.yml``, so a promise and the book cannot drift apart again:
+not have, and numbered them differently from one another. The map and the plan are now made by
+the build from the nav of ``mkdocs.yml`` (`booktools.build.structure`: the pages hold only a
+``{{ book:... }}`` marker); these tests compare what it makes, and every other promise, with
+the nav, so a promise and the book cannot drift apart again:
 
 - a promise is a link to a page, and every linked page is in the nav;
 - the chapter map lists every page of the nav, in the nav's order, under the nav's parts;
 - the plan of the book lists every chapter after the introduction, in order;
+- the home page and the introduction ask the build for the map and the plan, not keep them;
 - no page numbers the chapters ("Chapter 4"): the nav's order is the only numbering;
 - counts and requirements a page states about the book match the files they describe.
 
@@ -25,6 +28,7 @@ import pytest
 import yaml
 
 from booktools.build.reading import deep_dive_of
+from booktools.build.structure import load_book, page_markdown
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
@@ -231,13 +235,32 @@ def test_the_nav_lists_pages_that_exist():
         assert (DOCS / page).exists(), page
 
 
+def built(page: str) -> str:
+    """A page's Markdown with the lists the build puts in it (the map, the plan)."""
+    return page_markdown(load_book(ROOT), page)
+
+
 def test_chapter_map_is_the_nav():
-    assert chapter_map_problems((DOCS / "index.md").read_text(encoding="utf-8")) == []
+    assert chapter_map_problems(built("index.md")) == []
 
 
 def test_plan_of_the_book_is_the_nav():
-    text = (DOCS / "chapters" / "introduction.md").read_text(encoding="utf-8")
-    assert plan_problems(text) == []
+    assert plan_problems(built("chapters/introduction.md")) == []
+
+
+@pytest.mark.parametrize(
+    "page,markers",
+    [
+        ("index.md", ["{{ book:learning-path }}", "{{ book:chapter-map }}"]),
+        ("chapters/introduction.md", ["{{ book:plan }}"]),
+    ],
+)
+def test_the_lists_of_chapters_are_made_by_the_build(page, markers):
+    text = (DOCS / page).read_text(encoding="utf-8")
+    for marker in markers:
+        assert marker in text, f"{page} must ask the build for its list with {marker}"
+    links = [path for path in linked_pages(text, page) if path.startswith("chapters/")]
+    assert len(links) < 10, f"{page} keeps a list of chapters by hand: {links}"
 
 
 def test_quick_tour_ends_with_links_to_chapters_of_the_nav():
@@ -253,7 +276,7 @@ PROMISING_PAGES = ["index.md", "getting-started.md", "notation.md", "chapters/in
 
 @pytest.mark.parametrize("page", PROMISING_PAGES)
 def test_pages_link_only_pages_of_the_nav(page):
-    assert links_outside_the_nav((DOCS / page).read_text(encoding="utf-8"), page) == []
+    assert links_outside_the_nav(built(page), page) == []
 
 
 def book_pages() -> list[Path]:

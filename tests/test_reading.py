@@ -26,6 +26,7 @@ from booktools.build.reading import (
     reading_minutes,
     text_length,
 )
+from booktools.build.structure import load_book, page_markdown
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
@@ -252,7 +253,8 @@ def learning_path_problems(text: str, core_pages: list[str]) -> list[str]:
 
 
 def test_the_learning_path_is_the_nav_and_its_prerequisites_come_first():
-    text = (DOCS / "index.md").read_text(encoding="utf-8")
+    """The build makes the path (`booktools.build.structure`); this checks what it makes."""
+    text = page_markdown(load_book(ROOT), "index.md")
     core = [page for page in chapter_pages() if deep_dive_of(page, DOCS) is None]
     assert learning_path_problems(text, core) == []
     assert sum(row["route"] == "core" for row in learning_path(text)) >= 5
