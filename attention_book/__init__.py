@@ -1,14 +1,29 @@
 """The Attention Book's package: every component the book teaches, one module per concept.
 
-The modules follow the book: `masking` (the only mask code) and `attention` (scoring
-functions), `nadaraya_watson` (attention pooling), `seq2seq` and `decoding` (Bahdanau
-attention, greedy and beam search), `multihead`, `positional`, `transformer`, `vit`, `flash`
-(FlashAttention), and `gpt`, `rotary` and `linear_attention` (the optimizations chapter).
-`validation` holds the input checks they share. `data`, `training` and
-`experiments` hold the offline datasets, the training loop, the metrics and the book's cached
-experiments; `plotting` and `figures` draw what the site shows. The most used names are
-re-exported here, so ``from attention_book import MultiHeadAttention`` works; everything else is
-imported from its module.
+Its modules, in the order of the book (the API reference documents them in this order):
+
+- the scoring functions: `masking` (masks and the masked softmax: the only mask code) and
+  `attention` (additive and scaled dot-product attention);
+- attention pooling: `nadaraya_watson`;
+- Bahdanau attention: `seq2seq` (the encoder-decoder and its attention decoder), `losses` (a
+  translator's losses) and `decoding` (greedy decoding and beam search);
+- `multihead` (multi-head and grouped-query attention) and `positional` (positional encodings);
+- the Transformer: `transformer` (the encoder), `transformer_sublayers` (what the encoder and
+  the decoder share) and `transformer_decoder`;
+- the Vision Transformer: `vit`, `windows` (Swin's windows) and `resnet` (its convolutional
+  baseline);
+- the optimizations chapter: `gpt`, `kv_cache`, `rotary`, `alibi` and `linear_attention`;
+- attention beyond one device: `distributed`, `ring_attention`, `paged_cache` and `batching`;
+- what the modules share: `validation` (the input checks), `store` (the result store) and
+  `timing` (threads and timers);
+- FlashAttention: `flash` (a subpackage: the tiled reference, the Triton kernels and their
+  launchers) and `memory` (the tensor memory a function allocates, counted exactly);
+- `data` (the offline datasets), `training` (the training loop, metrics and schedules) and
+  `experiments` (the book's trainings and measurements, stored once);
+- `plotting` and `figures`, which draw what the site shows.
+
+The most used names are re-exported here, so ``from attention_book import MultiHeadAttention``
+works; everything else is imported from its module.
 
 Importing the package loads PyTorch and nothing heavier: Triton is imported only when a Triton
 kernel runs, and matplotlib only when a plotting helper (`plot_lines`, `show_heatmaps`) is first

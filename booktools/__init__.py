@@ -1,15 +1,35 @@
 """The Attention Book's build tooling: what turns the chapters into a site, and checks it.
 
 It lives in the repository beside the package it builds the book from, and is installed with it
-(``pip install -e .``) so that MkDocs finds the book's plugin by its entry point. By concern:
+(``pip install -e .``) so that MkDocs finds the book's plugin by its entry point. Its modules,
+by concern:
 
 - `booktools.markdown`: the one Markdown reader (every tool finds code fences through it);
-- `booktools.build`: the MkDocs plugin (`booktools.build.plugin`) and what it does: figures,
-  listings, notebooks, KaTeX, reading times, the search index, the referee;
-- `booktools.live`: the trained models that pages run in the browser, exported and checked;
-- `booktools.browser`: the built site checked in headless Chromium;
-- `booktools.checks`: the snippet runner (a pytest plugin), the link check, the notebook runner
-  and the cross-machine spread (``make crossmachine``).
+- `booktools.build`: the MkDocs plugin (`booktools.build.plugin`, its events) and what they do:
+  `booktools.build.state` (what one build keeps between events), `booktools.build.structure`
+  (the chapter map, the learning path, the plan of the book and the API pages, made from the
+  nav), `booktools.build.figures` (figures and build fragments), `booktools.build.listings`
+  (the package's source in the chapters), `booktools.build.notes` (the "first run trains"
+  notes), `booktools.build.notebooks` (a notebook per chapter), `booktools.build.katex` (math),
+  `booktools.build.versions` (the versions a chapter was tested with),
+  `booktools.build.reading` (reading times and deep dives), `booktools.build.search_index`
+  (the search index), `booktools.build.attr_lists` (attribute lists left as text) and
+  `booktools.build.referee` (trained results against their recorded spread);
+- `booktools.live`: the trained models that pages run in the browser: `booktools.live.widgets`
+  (the widgets and the models they load), `booktools.live.export` (the export, with
+  `booktools.live.translator` and `booktools.live.gpt`, one per model) and
+  `booktools.live.check` (the page's numbers against PyTorch's);
+- `booktools.browser`: the built site checked in headless Chromium: `booktools.browser.check`
+  (the command), `booktools.browser.page` (one page), `booktools.browser.scripts` (the
+  JavaScript it runs), `booktools.browser.verdicts` (the verdicts it keeps) and
+  `booktools.browser.serve` (the server and Chromium);
+- `booktools.checks`: the checks of the gate besides the build: `booktools.checks.docs` (the
+  rules of the pages, ``make docs``), `booktools.checks.snippets` (the snippet runner, a pytest
+  plugin), `booktools.checks.links` (the link check), `booktools.checks.notebooks` (the
+  notebook runner) and `booktools.checks.crossmachine` (the cross-machine spread,
+  ``make crossmachine``).
+
+Each subpackage's docstring says more about its modules.
 """
 
 from pathlib import Path

@@ -1,4 +1,5 @@
-"""Rules that keep the package readable top to bottom (DESIGN.md, "Code style").
+"""Rules that keep the package readable top to bottom, stated here (the first two are also in
+CONTRIBUTING.md, "Rules of the house"; the third in the docstring of ``attention_book``).
 
 - No module state is rebound at run time: no ``global`` statement, no ``globals()``, no
   assignment to an attribute of an imported module.
