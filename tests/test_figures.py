@@ -358,47 +358,6 @@ def test_the_saturation_sentence_counts_the_rows_it_is_given():
     )
 
 
-# ---------------------------------------------------------------------------------------------
-# The Bahdanau chapter: the caveat's verdict on the shortest sources
-
-
-def test_the_short_source_verdict_says_how_far_behind_the_plain_model_is():
-    from attention_book.figures.bahdanau import bahdanau_short_source_verdict as verdict
-
-    weak = verdict(50.1, 99.6)
-    assert weak == (
-        "The model without attention is thus already weak there, 49.5 BLEU points behind."
-    )
-    close = verdict(95.0, 99.6)
-    assert close == (
-        "The model without attention is thus within 10 BLEU points of the attention model "
-        "there (4.6 behind)."
-    )
-    assert "weak" not in verdict(99.0, 98.0)
-
-
-def test_the_epoch_time_sentence_follows_the_cpu_time_ratio_in_either_direction():
-    from attention_book.figures.bahdanau import epoch_time_verdict
-
-    slower = epoch_time_verdict({"plain": 30.0, "attention": 52.0})
-    assert "took 1.7 times the CPU time of the plain model. Its decoder runs one step" in slower
-    faster = epoch_time_verdict({"plain": 156.0, "attention": 126.0})
-    assert "took 0.8 times the CPU time" in faster and "because" not in faster
-    assert "less although" in faster
-    same = epoch_time_verdict({"plain": 50.0, "attention": 52.0})
-    assert "about the same work" in same and "1.04 times" in same
-
-
-def test_the_bahdanau_spread_bullet_gives_both_ranges_and_the_order():
-    from attention_book.figures.bahdanau import spread_bullet
-
-    ahead = spread_bullet([(92.3, 29.4), (85.5, 26.1), (92.8, 29.5)])
-    assert "Over the 3 recorded trainings" in ahead
-    assert "from 85.5 to 92.8 and the plain model's from 26.1 to 29.5" in ahead
-    assert "ahead in every one, by 59.4 to 63.3 points" in ahead
-    assert "ahead in 1 of them only" in spread_bullet([(30.0, 29.0), (28.0, 29.0)])
-
-
 def test_the_cues_diagram_does_not_label_keys_and_query_as_the_two_cues():
     # The chapter's "Both cues in one score" splits the score, not the inputs: d2l's labels
     # (key-value pairs as the nonvolitional cues, the query as the volitional one) would

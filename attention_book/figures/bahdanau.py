@@ -35,24 +35,20 @@ from attention_book.plotting import BOOK_STYLE, markdown_table, new_figure, show
 __all__ = [
     "FIGURES",
     "bahdanau_alignment",
-    "bahdanau_alignment_notes",
-    "bahdanau_baseline_caveat",
     "bahdanau_bleu_by_length",
     "bahdanau_decoding_table",
     "bahdanau_diagram",
     "bahdanau_exercise_length_penalty",
     "bahdanau_exercise_long_bleu",
-    "bahdanau_findings",
+    "bahdanau_facts",
     "bahdanau_samples_table",
-    "bahdanau_short_source_verdict",
     "bahdanau_summary",
+    "bahdanau_verdict",
     "bucket_label",
     "diagram_arrow",
     "diagram_axes",
     "diagram_box",
-    "epoch_time_verdict",
     "length_trend",
-    "spread_bullet",
 ]
 
 
@@ -111,13 +107,9 @@ def bahdanau_decoding_table() -> str:
     result = bahdanau_experiment()
     references, lengths = bahdanau_test_references()
     long_ones = [i for i, n in enumerate(lengths) if n >= 25]
-    rows, changes = [], []
+    rows = []
     for name, label in (("plain", "without attention"), ("attention", "with attention")):
         row = [label]
-        greedy_bleu, beam_bleu = (
-            token_bleu(result[m][name], references) for m in ("greedy", "beam")
-        )
-        changes.append(f"{beam_bleu - greedy_bleu:+.1f} points for the model {label.lower()}")
         for method in ("greedy", "beam"):
             hypotheses = result[method][name]
             row.append(f"{token_bleu(hypotheses, references):.1f}")
@@ -134,13 +126,7 @@ def bahdanau_decoding_table() -> str:
         f"beam {beam}: all",
         f"beam {beam}: 25+ tokens",
     ]
-    seconds = result["decode_seconds"]["attention"]
-    return markdown_table(header, rows) + (
-        f"\nOn the whole test set, beam search with a beam of {beam} changes BLEU by "
-        f"{changes[0]} and by {changes[1]}. Decoding the test set with it took "
-        f"{seconds['beam'] / seconds['greedy']:.0f} times as long as greedy decoding "
-        "with the attention model.\n"
-    )
+    return markdown_table(header, rows)
 
 
 def bahdanau_samples_table() -> str:
@@ -297,90 +283,95 @@ def length_trend(low: float, high: float, tolerance: float = 1.0) -> str:
     return "rises" if high > low + tolerance else "stays level"
 
 
-def bahdanau_findings() -> str:
-    """Markdown bullets that state what the cached run shows, with its measured numbers."""
-    result = bahdanau_experiment()
-    references, lengths = bahdanau_test_references()
-    scores = {
-        name: bahdanau_bleu_by_bucket(result["greedy"][name], references, lengths)[0]
-        for name in ("plain", "attention")
-    }
-    first, last = bucket_label(*LENGTH_BUCKETS[0]), bucket_label(*LENGTH_BUCKETS[-1])
-    lines = []
-    for name, label in (("plain", "Without attention"), ("attention", "With attention")):
-        low, high = scores[name][0], scores[name][-1]
-        lines.append(
-            f"- {label}, test BLEU {length_trend(low, high)} from {low:.1f} on sources of {first} "
-            f"tokens to {high:.1f} on sources of {last} tokens."
-        )
-    gaps = [a - p for a, p in zip(scores["attention"], scores["plain"], strict=True)]
-    ahead = sum(gap > 0 for gap in gaps)
-    lines.append(
-        f"- The attention model is ahead in {ahead} of the {len(gaps)} length buckets; the gap "
-        f"is {gaps[0]:.1f} BLEU points on the shortest sources and {gaps[-1]:.1f} on the "
-        "longest."
-    )
-    lines.append(epoch_time_verdict(result["train_cpu_seconds"]))
-    pairs = recorded_pairs(
-        ("bahdanau-attention", "BLEU, attention, greedy"), ("bahdanau-plain", "BLEU, plain, greedy")
-    )
-    if pairs:
-        lines.append(spread_bullet(pairs))
-    return "\n".join(lines) + "\n"
-
-
-def spread_bullet(pairs: Sequence[tuple[float, float]]) -> str:
-    """A bullet: the two models' test BLEU over the recorded trainings, and their order.
+def bahdanau_verdict(
+    *,
+    bleu_first: dict[str, float],
+    bleu_last: dict[str, float],
+    cpu_seconds: dict[str, float],
+    recorded: Sequence[tuple[float, float]],
+    alignment: Sequence[int],
+    source_tokens: Sequence[str],
+    target_tokens: Sequence[str],
+    margin: float = 10.0,
+) -> dict[str, str]:
+    """The chapter's words that depend on its numbers; the rest of each sentence is the page's.
 
     Args:
-        pairs: (attention, plain) greedy test BLEU in each recorded training (other CPU
-            arithmetic, other seeds: `attention_book.experiments.spread`).
-
-    Returns:
-        One Markdown bullet.
-    """
-    attention, plain = [a for a, _ in pairs], [p for _, p in pairs]
-    gaps = [a - p for a, p in pairs]
-    order = (
-        f"the attention model ahead in every one, by {min(gaps):.1f} to {max(gaps):.1f} points"
-        if min(gaps) > 0
-        else f"the attention model ahead in {sum(g > 0 for g in gaps)} of them only"
-    )
-    return (
-        f"- One training is one draw. Over the {len(pairs)} recorded trainings of both models "
-        "(other CPU arithmetic, other seeds), the attention model's test BLEU ranged from "
-        f"{min(attention):.1f} to {max(attention):.1f} and the plain model's from "
-        f"{min(plain):.1f} to {max(plain):.1f}: {order}."
-    )
-
-
-def epoch_time_verdict(cpu_seconds: dict[str, float]) -> str:
-    """A bullet comparing the two trainings' CPU time, worded from their ratio.
-
-    Args:
+        bleu_first: Test BLEU of "plain" and "attention" on the shortest sources (the first
+            length bucket).
+        bleu_last: The same on the longest sources (the last bucket).
         cpu_seconds: CPU seconds of each model's training ("plain", "attention"): the work
             of the process, which a shared machine's load distorts far less than wall time.
+        recorded: (attention, plain) greedy test BLEU in each recorded training (other CPU
+            arithmetic, other seeds: `attention_book.experiments.spread`).
+        alignment: For each token the attention model generated in the alignment figure, the
+            source position it gives its largest weight.
+        source_tokens: The figure's source tokens.
+        target_tokens: The figure's generated tokens.
+        margin: How many BLEU points behind make the plain model "weak" on the shortest
+            sources.
 
     Returns:
-        One Markdown bullet.
+        ``"trend_plain"`` and ``"trend_attention"``: how each model's BLEU moves from the
+        shortest sources to the longest (`length_trend`); ``"epoch_time"``: a sentence on the
+        two trainings' CPU time, worded from their ratio; ``"recorded_order"``: the two
+        models' order over the recorded trainings; ``"short_source"``: whether the plain model
+        is already weak on the shortest sources; ``"alignment_path"``: whether the path of the
+        largest weights turns back, and where.
+
+    Raises:
+        ValueError: If `recorded` is empty.
     """
+    if not recorded:
+        raise ValueError("recorded must hold the recorded trainings' BLEU, got none")
+    words = {
+        f"trend_{name}": length_trend(bleu_first[name], bleu_last[name])
+        for name in ("plain", "attention")
+    }
     ratio = cpu_seconds["attention"] / cpu_seconds["plain"]
     if ratio >= 1.1:
-        return (
-            f"- Same epochs, not the same work: training the attention model took {ratio:.1f} "
+        words["epoch_time"] = (
+            f"Same epochs, not the same work: training the attention model took {ratio:.1f} "
             "times the CPU time of the plain model. Its decoder runs one step at a time, "
             "attending at each, where the plain decoder's GRU runs over the whole target in "
             "one call."
         )
-    if ratio <= 1 / 1.1:
-        return (
-            f"- Same epochs: training the attention model took {ratio:.1f} times the CPU time "
+    elif ratio <= 1 / 1.1:
+        words["epoch_time"] = (
+            f"Same epochs: training the attention model took {ratio:.1f} times the CPU time "
             "of the plain model, less although its decoder runs one step at a time."
         )
-    return (
-        f"- Same epochs, about the same work: training the attention model took {ratio:.2f} "
-        "times the CPU time of the plain model."
+    else:
+        words["epoch_time"] = (
+            f"Same epochs, about the same work: training the attention model took {ratio:.2f} "
+            "times the CPU time of the plain model."
+        )
+    gaps = [a - p for a, p in recorded]
+    words["recorded_order"] = (
+        f"the attention model ahead in every one, by {min(gaps):.1f} to {max(gaps):.1f} points"
+        if min(gaps) > 0
+        else f"the attention model ahead in {sum(g > 0 for g in gaps)} of them only"
     )
+    gap = bleu_first["attention"] - bleu_first["plain"]
+    if gap > margin:
+        words["short_source"] = f"already weak there, {gap:.1f} BLEU points behind"
+    else:
+        side = "behind" if gap >= 0 else "ahead"
+        words["short_source"] = (
+            f"within {margin:g} BLEU points of the attention model there ({abs(gap):.1f} {side})"
+        )
+    back = next((k for k in range(1, len(alignment)) if alignment[k] < alignment[k - 1]), None)
+    if back is None:
+        words["alignment_path"] = "only moves forward: no reordering."
+    else:
+        words["alignment_path"] = (
+            f"is not monotone: «{target_tokens[back]}» looks at "
+            f"«{source_tokens[alignment[back]]}» (source token {alignment[back] + 1}) right after "
+            f"«{target_tokens[back - 1]}» looked at «{source_tokens[alignment[back - 1]]}» "
+            f"(source token {alignment[back - 1] + 1}): the translation puts these words in "
+            "another order than the source."
+        )
+    return words
 
 
 def _digit_tokens(sentence: str) -> list[str]:
@@ -388,38 +379,23 @@ def _digit_tokens(sentence: str) -> list[str]:
     return [token for token in sentence.split() if any(c.isdigit() for c in token)]
 
 
-def bahdanau_short_source_verdict(plain: float, attention: float, margin: float = 10.0) -> str:
-    """One sentence: whether the plain model is already weak on the shortest sources.
+def bahdanau_facts() -> dict[str, str]:
+    """The numbers the chapter's sentences cite, and `bahdanau_verdict`'s words on them.
 
-    Args:
-        plain: BLEU of the model without attention on the shortest sources.
-        attention: BLEU of the attention model on the same sources.
-        margin: How many BLEU points behind make the plain model "weak" there.
-
-    Returns:
-        The verdict with the gap it rests on.
+    Read from the cached run: BLEU by source length, exact matches and copied digits on the
+    test split, the trainings' CPU time, the decoding times, the alignment figure's weights,
+    and the recorded trainings of both models.
     """
-    gap = attention - plain
-    if gap > margin:
-        return (
-            f"The model without attention is thus already weak there, {gap:.1f} BLEU points behind."
-        )
-    side = "behind" if gap >= 0 else "ahead"
-    return (
-        f"The model without attention is thus within {margin:g} BLEU points of the attention "
-        f"model there ({abs(gap):.1f} {side})."
-    )
-
-
-def bahdanau_baseline_caveat() -> str:
-    """Markdown bullets: how weak the plain model is on short sources, and what copying buys."""
     result = bahdanau_experiment()
     references, lengths = bahdanau_test_references()
-    first = bucket_label(*LENGTH_BUCKETS[0])
-    bleu = {
-        name: bahdanau_bleu_by_bucket(result["greedy"][name], references, lengths)[0][0]
+    scores = {
+        name: bahdanau_bleu_by_bucket(result["greedy"][name], references, lengths)[0]
         for name in ("plain", "attention")
     }
+    gaps = [a - p for a, p in zip(scores["attention"], scores["plain"], strict=True)]
+    recorded = recorded_pairs(
+        ("bahdanau-attention", "BLEU, attention, greedy"), ("bahdanau-plain", "BLEU, plain, greedy")
+    )
     exact = bahdanau_exact_match_by_bucket(result["greedy"]["plain"], references, lengths)[0]
     with_digits = [i for i, reference in enumerate(references) if _digit_tokens(reference)]
     copied = {
@@ -430,85 +406,90 @@ def bahdanau_baseline_caveat() -> str:
         / len(with_digits)
         for name in ("plain", "attention")
     }
-    size = result["num_hiddens"]["plain"]
-    return (
-        f"- On the shortest sources ({first} tokens), which one vector of {size} numbers "
-        f"should be able to hold, the model without attention reaches a BLEU of "
-        f"{bleu['plain']:.1f} and translates {exact:.1f}% of the sentences exactly right; the "
-        f"attention model reaches {bleu['attention']:.1f}. "
-        f"{bahdanau_short_source_verdict(bleu['plain'], bleu['attention'])}\n"
-        f"- Of the {len(with_digits):,} test sentences whose reference contains digits (years, "
-        "times, quantities written in figures), the model without attention writes exactly "
-        f"the reference's digit tokens, in order, in {100 * copied['plain']:.1f}% of them; the "
-        f"attention model in {100 * copied['attention']:.1f}%.\n"
-    )
-
-
-def bahdanau_alignment_notes() -> str:
-    """A sentence on the figure's alignment: how peaked the rows are, and where the path turns."""
     source_tokens, target_tokens, weights = _alignment_translation()
     largest, positions = weights.max(dim=-1)
-    peaked = int((largest > 0.5).sum())
-    text = (
-        f"In the figure, {peaked} of the {len(target_tokens)} generated tokens put more than "
-        "half of their weight on a single source token."
-    )
-    steps = positions.tolist()
-    back = next((k for k in range(1, len(steps)) if steps[k] < steps[k - 1]), None)
-    if back is None:
-        return text + " The path of the largest weights only moves forward: no reordering."
-    return text + (
-        f" The path of the largest weights is not monotone: «{target_tokens[back]}» looks at "
-        f"«{source_tokens[steps[back]]}» (source token {steps[back] + 1}) right after "
-        f"«{target_tokens[back - 1]}» looked at «{source_tokens[steps[back - 1]]}» (source "
-        f"token {steps[back - 1] + 1}): the translation puts these words in another order "
-        "than the source."
+    beam_change = {
+        name: token_bleu(result["beam"][name], references)
+        - token_bleu(result["greedy"][name], references)
+        for name in ("plain", "attention")
+    }
+    seconds = result["decode_seconds"]["attention"]
+    facts = {
+        "first_bucket": bucket_label(*LENGTH_BUCKETS[0]),
+        "last_bucket": bucket_label(*LENGTH_BUCKETS[-1]),
+        "buckets_ahead": str(sum(gap > 0 for gap in gaps)),
+        "buckets": str(len(gaps)),
+        "gap_first": f"{gaps[0]:.1f}",
+        "gap_last": f"{gaps[-1]:.1f}",
+        "recorded_trainings": str(len(recorded)),
+        "num_hiddens_plain": str(result["num_hiddens"]["plain"]),
+        "exact_plain_first": f"{exact:.1f}",
+        "digit_sentences": f"{len(with_digits):,}",
+        "copied_plain": f"{100 * copied['plain']:.1f}",
+        "copied_attention": f"{100 * copied['attention']:.1f}",
+        "alignment_peaked": str(int((largest > 0.5).sum())),
+        "alignment_generated": str(len(target_tokens)),
+        "beam_size": str(BAHDANAU_CONFIG.beam_size),
+        "beam_change_plain": f"{beam_change['plain']:+.1f}",
+        "beam_change_attention": f"{beam_change['attention']:+.1f}",
+        "beam_time_ratio": f"{seconds['beam'] / seconds['greedy']:.0f}",
+    }
+    for column, name in enumerate(("attention", "plain")):  # the columns of `recorded`
+        facts[f"bleu_first_{name}"] = f"{scores[name][0]:.1f}"
+        facts[f"bleu_last_{name}"] = f"{scores[name][-1]:.1f}"
+        facts[f"recorded_low_{name}"] = f"{min(pair[column] for pair in recorded):.1f}"
+        facts[f"recorded_high_{name}"] = f"{max(pair[column] for pair in recorded):.1f}"
+    return facts | bahdanau_verdict(
+        bleu_first={name: scores[name][0] for name in scores},
+        bleu_last={name: scores[name][-1] for name in scores},
+        cpu_seconds=result["train_cpu_seconds"],
+        recorded=recorded,
+        alignment=positions.tolist(),
+        source_tokens=source_tokens,
+        target_tokens=target_tokens,
     )
 
 
-def bahdanau_exercise_long_bleu() -> str:
-    """One line: what the exercise on sources of 30 tokens or more printed at build time."""
+def bahdanau_exercise_long_bleu() -> dict[str, str]:
+    """What the exercise on sources of 30 tokens or more printed at build time."""
     result = bahdanau_experiment()
     references, lengths = bahdanau_test_references()
     chosen = [i for i, n in enumerate(lengths) if n >= 30]
-    printed = []
+    printed = {"sentences": str(len(chosen))}
     for name in ("plain", "attention"):
         hypotheses = [result["greedy"][name][i] for i in chosen]
-        score = token_bleu(hypotheses, [references[i] for i in chosen])
-        printed.append(f"`{name}: BLEU {score:.1f} on {len(chosen)} sentences`")
-    return "When this page was built, the block printed " + " and ".join(printed) + "."
+        printed[name] = f"{token_bleu(hypotheses, [references[i] for i in chosen]):.1f}"
+    return printed
 
 
-def bahdanau_exercise_length_penalty() -> str:
-    """One line: what the exercise on beam search's length penalty printed at build time."""
+def bahdanau_exercise_length_penalty() -> dict[str, str]:
+    """What the exercise on beam search's length penalty printed at build time."""
     _, model, data = bahdanau_trained_models()
     pairs = sorted(data.test_pairs, key=lambda pair: -len(tokenize(pair[0])))[:5]
     src, src_valid_len = data.encode_sources([source for source, _ in pairs])
     bos, eos = data.tgt_vocab.bos, data.tgt_vocab.eos
-    printed = []
-    for penalty in (0.0, 1.0):
+    printed = {}
+    for key, penalty in (("lengths_without", 0.0), ("lengths_with", 1.0)):
         results = beam_search(
             model, src, src_valid_len, bos, eos, max_len=60, beam_size=4, length_penalty=penalty
         )
-        printed.append(f"`length_penalty {penalty}: lengths {[len(r.tokens) for r in results]}`")
-    printed.append(f"`reference lengths: {[len(tokenize(target)) for _, target in pairs]}`")
-    return "When this page was built, the block printed " + ", ".join(printed) + "."
+        printed[key] = str([len(r.tokens) for r in results])
+    printed["reference_lengths"] = str([len(tokenize(target)) for _, target in pairs])
+    return printed
 
 
 #: The figures and build-time tables of this module, in the order of the chapters.
 #: Bump when what this module's figures show changes: the build keys them by it
 #: (`attention_book.figures.declaration`), not by their source.
-VERSION = 1
+VERSION = 2
 
 FIGURES = (
     bahdanau_diagram,
     bahdanau_summary,
     bahdanau_bleu_by_length,
-    bahdanau_findings,
-    bahdanau_baseline_caveat,
+    bahdanau_facts,
     bahdanau_samples_table,
     bahdanau_alignment,
-    bahdanau_alignment_notes,
     bahdanau_decoding_table,
     bahdanau_exercise_long_bleu,
     bahdanau_exercise_length_penalty,
