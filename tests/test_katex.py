@@ -170,3 +170,17 @@ def test_install_unpacks_only_what_the_site_needs(tmp_path, monkeypatch):
     assert katex.installed(tmp_path / "env") == target
     # A second environment takes the tarball from the download cache: nothing is fetched.
     katex.install(tmp_path / "other", fetch=lambda url: pytest.fail("fetched again"), quiet=True)
+
+
+def test_a_formula_outside_the_content_fails_the_page_and_words_pass():
+    from booktools.build.katex import raw_math_outside_content
+
+    heading = '<nav><a href="#why">Why divide by \\(\\sqrt{d}\\)</a></nav>'
+    content = '<article><h3 id="why">Why divide by <span class="arithmatex">\\(d\\)</span></h3>'
+    page = f"<html>{heading}{content}</article></html>"
+    assert raw_math_outside_content(page) == ["\\(\\sqrt{d}\\)"]
+    with pytest.raises(katex.KatexError, match=r"outside the page's content.*√d"):
+        katex.render_math(page, "chapters/x.md", render=lambda tex, display: tex)
+    words = page.replace("\\(\\sqrt{d}\\)", "√d")
+    assert raw_math_outside_content(words) == []
+    assert "\\(" not in katex.render_math(words, "chapters/x.md", render=lambda t, d: "<b>m</b>")

@@ -229,6 +229,28 @@ def formula_tex(wrapped: str) -> tuple[str, bool]:
     return text, True  # an environment (\begin{align}...) written on its own
 
 
+#: TeX's inline or display delimiters, as arithmatex leaves them in a page.
+TEX_DELIMITER = re.compile(r"\\\((?:(?!\\\)).){1,200}?\\\)|\\\[(?:(?!\\\]).){1,200}?\\\]", re.S)
+ARTICLE = re.compile(r"<article\b.*?</article>", re.S)
+
+
+def raw_math_outside_content(page_html: str) -> list[str]:
+    """Formulas in a built page outside its ``<article>``: the navigation, the table of contents.
+
+    The page's content is rendered by `render_math`; the table of contents repeats a heading's
+    text with its TeX as text, which the reader would see raw.
+
+    Args:
+        page_html: A built page.
+
+    Returns:
+        Each delimiter found there, with what follows it.
+    """
+    if "<article" not in page_html:  # not a built page (a fragment): no navigation to read
+        return []
+    return TEX_DELIMITER.findall(ARTICLE.sub("", page_html))
+
+
 def render_math(page_html: str, page: str, render: Callable[[str, bool], str] | None = None) -> str:
     """Replace every formula of a built page by KaTeX's rendering of it.
 
@@ -242,8 +264,15 @@ def render_math(page_html: str, page: str, render: Callable[[str, bool], str] | 
 
     Raises:
         KatexError: Naming the page, the formula and KaTeX's message, for the first formula
-            KaTeX cannot render.
+            KaTeX cannot render, or the first formula outside the page's content.
     """
+    outside = raw_math_outside_content(page_html)
+    if outside:
+        raise KatexError(
+            f"{page}: a formula outside the page's content, where KaTeX does not render it (a "
+            f"heading's math shows as TeX in the table of contents): {outside[0]!r}; write the "
+            "heading in words (or Unicode, as in √d)"
+        )
     if 'class="arithmatex"' not in page_html:
         return page_html
     render = render or renderer().render
