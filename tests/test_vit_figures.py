@@ -12,7 +12,8 @@ next to the numbers, on the page that states it:
   fresh result with, and on the stored result when there is one);
 - augmentation at a fixed short budget: the shifted ViT runs end far from fitting their
   training images (every shifted ViT run ends at a higher training loss than every run without
-  shifts), and the ViT loses accuracy with shifts;
+  shifts), and the ViT loses accuracy with shifts (`vit_verdict` words each model's change,
+  checked here on made-up numbers in every direction);
 - mean attention distance: essentially flat with depth and near uniform.
 
 The last two need the trained models, so they read the stored result and are skipped, saying
@@ -27,7 +28,7 @@ import pytest
 
 from attention_book.experiments.spread import recorded_values
 from attention_book.experiments.vit import MODELS, VIT_CONFIG, vit_cache_key
-from attention_book.figures.vit import data_efficiency_readings
+from attention_book.figures.vit import data_efficiency_readings, vit_verdict
 from attention_book.store import is_cached
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -132,6 +133,23 @@ def span(text: str) -> tuple[float, float]:
     """The lowest and highest of "0.05–0.09", or of a single "0.02"."""
     low, _, high = text.partition("–")
     return float(low), float(high or low)
+
+
+def test_the_augmentation_verdict_says_gain_loss_or_within_the_spread():
+    plain = {"vit": [96.0, 96.4], "cnn": [98.0, 98.2]}
+    words = vit_verdict(plain, {"vit": [93.0, 93.6], "cnn": [98.1, 98.3]})
+    assert words["vit_effect"] == "loses 2.9 points"
+    assert words["cnn_effect"] == "changes by +0.1 points, within the spread of the seeds"
+    gained = vit_verdict(plain, {"vit": [97.5, 97.9], "cnn": [97.0, 97.0]})
+    assert gained["vit_effect"] == "gains 1.5 points"
+    assert gained["cnn_effect"] == "loses 1.1 points"
+
+
+def test_the_augmentation_sentence_is_the_pages():
+    text = chapter_text(DATA)
+    assert "At this fixed short budget, the ViT {{ build:vit_augmentation_facts.vit_effect }}" in (
+        text
+    )
 
 
 @needs_stored_result

@@ -35,6 +35,7 @@ __all__ = [
     "vit_summary",
     "vit_total_time",
     "vit_training_curves",
+    "vit_verdict",
 ]
 
 NAMES = {"vit": "ViT", "cnn": "ResNet-style CNN"}
@@ -133,14 +134,14 @@ def vit_summary() -> str:
     return markdown_table(header, rows)
 
 
-def vit_total_time() -> str:
-    """A phrase: how long the build's training of all the models took (CPU and wall clock)."""
+def vit_total_time() -> dict[str, str]:
+    """How long the build's training of all the models took (CPU and wall clock)."""
     result = vit_experiment()
-    return (
-        f"{len(result['runs']) + len(result['lr_trials'])} models, "
-        f"{result['total_cpu_seconds']:.0f} s of CPU time "
-        f"and {result['total_seconds']:.0f} s on the wall clock"
-    )
+    return {
+        "models": str(len(result["runs"]) + len(result["lr_trials"])),
+        "cpu_seconds": f"{result['total_cpu_seconds']:.0f}",
+        "seconds": f"{result['total_seconds']:.0f}",
+    }
 
 
 def vit_lr_table() -> str:
@@ -360,36 +361,57 @@ def vit_augmentation_table() -> str:
     return markdown_table(header, rows)
 
 
-def vit_augmentation_facts() -> dict[str, str]:
-    """The numbers the chapter's reading of the augmentation runs cites.
+def vit_verdict(plain: dict[str, list[float]], shifted: dict[str, list[float]]) -> dict[str, str]:
+    """The chapter's words that depend on its numbers: what the shifts did to each model.
+
+    Args:
+        plain: For "vit" and "cnn", the full-data test accuracy (%) of each seed's run without
+            augmentation (the augmented runs' seeds only).
+        shifted: The same with shifted training images.
 
     Returns:
-        "shift" (pixels), "seeds" (how many runs per setting), for each model "<model>_effect"
-        (a phrase: the change of the mean test accuracy, or that it lies within the spread of
-        the seeds), and the lowest and highest final training loss of its runs without and
-        with shifts ("<model>_loss_plain", "<model>_loss_shifted").
+        For each model, "<model>_effect": a phrase on the change of its mean test accuracy,
+        or that the change lies within the spread of the seeds (the sum of both standard
+        deviations).
+    """
+    words = {}
+    for model in plain:
+        change = statistics.mean(shifted[model]) - statistics.mean(plain[model])
+        spread = statistics.stdev(plain[model]) + statistics.stdev(shifted[model])
+        if abs(change) <= spread:
+            words[f"{model}_effect"] = (
+                f"changes by {change:+.1f} points, within the spread of the seeds"
+            )
+        else:
+            words[f"{model}_effect"] = (
+                f"{'gains' if change > 0 else 'loses'} {abs(change):.1f} points"
+            )
+    return words
+
+
+def vit_augmentation_facts() -> dict[str, str]:
+    """The numbers the chapter's reading of the augmentation runs cites, and `vit_verdict`'s words.
+
+    Returns:
+        "shift" (pixels), "seeds" (how many runs per setting), for each model the lowest and
+        highest final training loss of its runs without and with shifts
+        ("<model>_loss_plain", "<model>_loss_shifted"), and "<model>_effect" (`vit_verdict`).
     """
     full, shift = VIT_CONFIG.train_sizes[-1], VIT_CONFIG.augmented_shift
     seeds = VIT_CONFIG.augmented_seeds
     values = {"shift": str(shift), "seeds": str(len(seeds))}
+    plain, shifted = {}, {}
     for model in NAMES:
-        plain = [100 * r["accuracy"] for r in _runs(model, full) if r["seed"] in seeds]
-        shifted = _accuracies(model, full, shift=shift)
-        change = statistics.mean(shifted) - statistics.mean(plain)
-        spread = statistics.stdev(plain) + statistics.stdev(shifted)
-        if abs(change) <= spread:
-            effect = f"changes by {change:+.1f} points, within the spread of the seeds"
-        else:
-            effect = f"{'gains' if change > 0 else 'loses'} {abs(change):.1f} points"
-        values[f"{model}_effect"] = effect
+        plain[model] = [100 * r["accuracy"] for r in _runs(model, full) if r["seed"] in seeds]
+        shifted[model] = _accuracies(model, full, shift=shift)
         values[f"{model}_loss_plain"] = _span(_final_losses(model, VIT_CONFIG.max_shift))
         values[f"{model}_loss_shifted"] = _span(_final_losses(model, shift))
-    return values
+    return values | vit_verdict(plain, shifted)
 
 
 #: Bump when what this module's figures show changes: the build keys them by it
 #: (`attention_book.figures.declaration`), not by their source.
-VERSION = 1
+VERSION = 2
 
 FIGURES = (
     vit_patches,
