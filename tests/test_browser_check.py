@@ -404,24 +404,44 @@ def test_the_page_tokenizes_as_python_does(tiny_site: Path):
     assert any(vocab.unk in indices for _, indices in expected)  # unknown words were tried
 
 
-# A stand-in for Material's search box: typing shows one result, and the index it fetches is
-# the site's own search/search_index.json.
-SEARCH_BOX = (
-    "<input class='md-search__input' aria-label='Search'><ol aria-label='results'></ol><script>"
-    "fetch('/search/search_index.json').then(r => r.json())"
-    ".catch(e => console.error('index: ' + e));"
-    "document.querySelector('input').addEventListener('keyup', () => {"
-    " document.querySelector('ol').innerHTML = \"<li class='md-search-result__item'>a</li>\"; });"
-    "</script>"
-)
+# A stand-in for Material's search box: typing shows one result, a link to the page that
+# `FIRST_RESULTS` names for the query typed, and the index it fetches is the site's own
+# search/search_index.json.
+def search_box(first_results: dict[str, str]) -> str:
+    return (
+        "<input class='md-search__input' aria-label='Search'><ol aria-label='results'></ol><script>"
+        "fetch('/search/search_index.json').then(r => r.json())"
+        ".catch(e => console.error('index: ' + e));"
+        f"const first = {json.dumps(first_results)};"
+        "document.querySelector('input').addEventListener('keyup', (event) => {"
+        " const href = first[event.target.value] || '/api/nothing/';"
+        " document.querySelector('ol').innerHTML ="
+        " `<li class='md-search-result__item'><a href='${href}'>a</a></li>`; });"
+        "</script>"
+    )
+
+
+def chapters_first() -> dict[str, str]:
+    from booktools.browser.page import READER_QUERIES
+
+    return {q: p if p != "/chapters/" else "/chapters/x/" for q, p in READER_QUERIES.items()}
 
 
 def test_the_search_check_fails_on_an_error_while_the_site_searches(tiny_site: Path):
     """The search index and the sitemap are the search check's (booktools.browser.verdicts)."""
-    write_page(tiny_site, ".", SEARCH_BOX)
+    write_page(tiny_site, ".", search_box(chapters_first()))
     (tiny_site / "search").mkdir()
     (tiny_site / "search" / "search_index.json").write_text('{"docs": []}')
     assert check(tiny_site, pages=[], search=True)[-1].problems == []
     (tiny_site / "search" / "search_index.json").write_text("{not json")
     problems = check(tiny_site, pages=[], search=True)[-1].problems
     assert any(p.startswith("console error: index: SyntaxError") for p in problems), problems
+
+
+def test_the_search_check_fails_when_an_api_page_comes_before_the_chapter(tiny_site: Path):
+    write_page(tiny_site, ".", search_box({**chapters_first(), "kv cache": "/api/kv_cache/"}))
+    (tiny_site / "search").mkdir()
+    (tiny_site / "search" / "search_index.json").write_text('{"docs": []}')
+    (problem,) = check(tiny_site, pages=[], search=True)[-1].problems
+    assert problem.startswith("search for 'kv cache': the first result is ")
+    assert "/api/kv_cache/" in problem

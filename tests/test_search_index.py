@@ -106,3 +106,14 @@ def test_an_index_over_its_weight_fails(tmp_path: Path, monkeypatch):
     monkeypatch.setattr(search_index, "MAX_INDEX_BYTES", 5_000)
     with pytest.raises(PluginError, match="over the 5 kB it may"):
         check_search_index(tmp_path, {})
+
+
+def test_api_pages_weigh_less_in_the_search_unless_their_page_says_otherwise():
+    from booktools.build.search_index import API_SEARCH_BOOST, lower_api_pages
+
+    api, chapter, chosen = {}, {}, {"search": {"boost": 2}}
+    lower_api_pages("api/kv_cache.md", api)
+    lower_api_pages("chapters/optimizations.md", chapter)
+    lower_api_pages("api/index.md", chosen)
+    assert api == {"search": {"boost": API_SEARCH_BOOST}} and API_SEARCH_BOOST < 1
+    assert chapter == {} and chosen == {"search": {"boost": 2}}

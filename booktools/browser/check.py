@@ -7,7 +7,8 @@ Each page is loaded once and looked at in light mode at 1280 px, 390 px wide (a 
 dark mode; `booktools.browser.page` says what fails in each way (console errors, failed
 requests, images, math, fonts, code that scrolls sideways, axe-core's accessibility audit, the
 figures' sliders, the live widgets against PyTorch, the page's weight, print, the copy
-buttons). Then it types "attention" into the search box and expects results. With
+buttons). Then it types what readers search for into the search box and expects a chapter
+first (`booktools.browser.page.READER_QUERIES`). With
 ``--screenshots`` it saves full-page screenshots: of the chapters in light and dark mode when it
 checks the whole site, of every way of the pages given with ``--page`` (``--all-screenshots``:
 every page, every way). Pages are shared among one browser per core, each taking the next page

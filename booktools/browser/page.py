@@ -267,12 +267,33 @@ def check_page(
     return list(reports.values())
 
 
-def check_search(context, base_url: str, query: str = "attention") -> list[str]:
-    """Type a query into Material's search box and expect at least one result.
+#: What readers search for, and where the first result must lead: a chapter, not the API page
+#: of the same name (the API pages carry a lower search boost, `booktools.build.plugin`).
+READER_QUERIES = {
+    "attention": "/chapters/",
+    "kv cache": "/chapters/",
+    "rope": "/chapters/optimizations-positions/",
+    "nadaraya": "/chapters/nadaraya-watson/",
+    "vit": "/chapters/",
+    "flash attention": "/chapters/flash-attention/",
+}
+
+
+def check_search(context, base_url: str, queries: dict[str, str] | None = None) -> list[str]:
+    """Type each reader's query into Material's search box; its first result must be a chapter.
 
     It also fails on a console error, an uncaught exception or an HTTP error while the home
     page loads the search index and the sitemap and searches: those two files are the site's,
     and the verdicts that `booktools.browser.verdicts` keeps for pages do not depend on them.
+
+    Args:
+        context: A browser context.
+        base_url: The site's address.
+        queries: ``{query: part of the address the first result must have}``
+            (`READER_QUERIES` by default).
+
+    Returns:
+        What failed, one line each.
     """
     problems: list[str] = []
     page = context.new_page()
@@ -280,14 +301,18 @@ def check_search(context, base_url: str, query: str = "attention") -> list[str]:
     try:
         page.goto(base_url + "/", wait_until="networkidle", timeout=30_000)
         search_box = page.locator("input.md-search__input")
-        search_box.click()
-        page.keyboard.type(query, delay=20)  # key events, as a reader types: fill() sends none
-        page.locator(".md-search-result__item").first.wait_for(timeout=15_000)
-        count = page.locator(".md-search-result__item").count()
-        if count == 0:
-            problems.append(f"search for {query!r} found nothing")
+        for query, expected in (queries or READER_QUERIES).items():
+            search_box.click()
+            search_box.fill("")
+            page.keyboard.type(query, delay=20)  # key events, as a reader types: fill() sends none
+            first = page.locator(".md-search-result__item a").first
+            first.wait_for(timeout=15_000)
+            page.wait_for_timeout(1000)  # the worker answers each key; let the last answer land
+            href = page.locator(".md-search-result__item a").first.get_attribute("href") or ""
+            if expected not in href:
+                problems.append(f"search for {query!r}: the first result is {href}, not {expected}")
     except Exception as exc:
-        problems.append(f"search for {query!r} failed: {exc}")
+        problems.append(f"search failed: {exc}")
     finally:
         page.close()
     return problems

@@ -56,7 +56,12 @@ from booktools.build.notebooks import CHAPTERS, add_notebooks, notebook_uri
 from booktools.build.notes import first_run_notes
 from booktools.build.reading import deep_dive_note, length_report, measure_page
 from booktools.build.referee import referee
-from booktools.build.search_index import check_search_index, exclude_code, paragraph_samples
+from booktools.build.search_index import (
+    check_search_index,
+    exclude_code,
+    lower_api_pages,
+    paragraph_samples,
+)
 from booktools.build.state import BuildState
 from booktools.build.structure import (
     add_api_pages,
@@ -157,6 +162,7 @@ class BookPlugin(BasePlugin):
         state = build_state(config)
         source = f"docs/{page.file.src_uri}"
         written = markdown  # the page's own blocks, before listings are added
+        lower_api_pages(page.file.src_uri, page.meta)
         markdown = insert_structure(markdown, page.file.src_uri, state.book)
         markdown = expand_listings(markdown, source)
         markdown = first_run_notes(markdown)

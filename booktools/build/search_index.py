@@ -157,3 +157,20 @@ def check_search_index(site_dir: Path, samples: dict[str, list[str]]) -> str:
             if " ".join(sample.split()) not in texts.get(page, ""):
                 raise PluginError(f"{page}: the search index lacks the paragraph {sample!r}")
     return f"search index: {weight / 1e3:.0f} kB compressed ({len(raw) / 1e3:.0f} kB; {held})"
+
+
+#: How much less an API page weighs in the search than a chapter (Material's per-page
+#: ``search: boost``): a reader who types "kv cache" or "vit" wants the chapter first, and the
+#: API page of the same name, whose title matches the words exactly, would otherwise win.
+API_SEARCH_BOOST = 0.1
+
+
+def lower_api_pages(src_uri: str, meta: dict) -> None:
+    """Give an API page its lower search boost, unless its front matter sets one.
+
+    Args:
+        src_uri: The page's path under ``docs/``.
+        meta: Its metadata, changed in place (Material's search reads ``search.boost``).
+    """
+    if src_uri.startswith("api/"):
+        meta["search"] = {"boost": API_SEARCH_BOOST, **(meta.get("search") or {})}
