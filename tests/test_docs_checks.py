@@ -112,3 +112,22 @@ def test_the_command_fails_on_a_bad_page_and_names_it(tmp_path: Path, capsys):
     assert len(errors) == 2 and all(line.startswith(f"{page}:line ") for line in errors)
     page.write_text("```python\nprint(1)\n```\n")
     assert main([str(page)]) == 0
+
+
+INTERPRETER_BLOCKS = {
+    'import torch\nfrom attention_book.flash import flash_attention\nq = torch.randn(1, 1, 4, 8)\n'
+    'flash_attention(q, q, q, backend="triton")\n': 1,  # what the page held: fails alone
+    'import os\nos.environ.setdefault("TRITON_INTERPRET", "1")\nimport triton\n': 0,
+    "import torch\nprint(torch.ones(2))\n": 0,  # no Triton
+}
+
+
+@pytest.mark.parametrize(("body", "problems"), INTERPRETER_BLOCKS.items())
+def test_the_interpreter_rule_wants_triton_blocks_to_set_the_variable(body: str, problems: int):
+    from booktools.checks.docs import interpreter_problems
+
+    assert len(interpreter_problems(f"```python\n{body}```\n")) == problems
+    gpu_only = (
+        '<!--pytest.mark.skipif(not __import__("torch").cuda.is_available(), reason="GPU")-->'
+    )
+    assert interpreter_problems(f"{gpu_only}\n```python\n{body}```\n") == []

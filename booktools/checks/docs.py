@@ -17,6 +17,9 @@ Four rules, each a function that returns one line per problem (``PAGE:LINE: why`
   a source document its authors called "the seed"; in a page "seed" must be a random seed,
   which the words around it say ("the same seed", "seed 0", "per seed", ...). Code is not
   prose and is not read.
+- `interpreter_problems`: a block that runs a Triton kernel and may run without a GPU sets
+  ``TRITON_INTERPRET`` itself, before Triton loads: a reader runs it alone, without the
+  variable the gate sets for every block.
 
 ``make test`` runs it on every page (and ``README.md``); ``make page`` on one. The tests of
 ``tests/`` check that each rule can fail and lets through what the book allows.
@@ -185,6 +188,31 @@ def word_problems(text: str) -> list[str]:
     return found
 
 
+def interpreter_problems(text: str) -> list[str]:
+    """Blocks that run a Triton kernel on a machine without a GPU but leave the interpreter off.
+
+    Args:
+        text: A Markdown page.
+
+    Returns:
+        ``line N: why`` for each block that names the Triton backend (or imports Triton), is not
+        skipped without a GPU, and does not set ``TRITON_INTERPRET``.
+    """
+    found = []
+    for fence in fences(text):
+        body = "\n".join(fence.body)
+        runs_triton = '"triton"' in body or re.search(r"^\s*(import|from) triton\b", body, re.M)
+        needs_gpu = any("cuda.is_available()" in mark and "skipif(not" in mark.replace(" ", "")
+                        for mark in fence.marks)  # fmt: skip
+        sets_it = "TRITON_INTERPRET" in body
+        if fence.info == "python" and runs_triton and not needs_gpu and not sets_it:
+            found.append(
+                f"line {fence.line}: this block runs Triton and may run without a GPU: set "
+                'os.environ.setdefault("TRITON_INTERPRET", "1") before Triton loads'
+            )
+    return found
+
+
 def _name(page: Path) -> str:
     return page.relative_to(ROOT).as_posix() if page.is_relative_to(ROOT) else str(page)
 
@@ -205,6 +233,7 @@ def check(pages: list[Path], every_page: bool) -> list[str]:
         text = page.read_text(encoding="utf-8")
         found += [f"{_name(page)}:{problem}" for problem in fence_problems(text)]
         found += [f"{_name(page)}:{problem}" for problem in word_problems(text)]
+        found += [f"{_name(page)}:{problem}" for problem in interpreter_problems(text)]
     found += lint_problems(pages)
     if every_page:
         found += [f"{section}: no page includes this section" for section in
