@@ -16,7 +16,12 @@ from attention_book.experiments.optimizations_measurements import (
 from attention_book.figures.optimizations import COLORS
 from attention_book.plotting import BOOK_STYLE, new_figure
 
-__all__ = ["FIGURES", "optimizations_linear_crossover", "optimizations_linear_scaling"]
+__all__ = [
+    "FIGURES",
+    "optimizations_linear_crossover",
+    "optimizations_linear_facts",
+    "optimizations_linear_scaling",
+]
 
 
 def optimizations_linear_scaling() -> Figure:
@@ -76,30 +81,44 @@ def optimizations_linear_crossover() -> str:
             at = _crossover(n, linear[quantity], data[method][quantity])
             cells.append(f"n = {at:,}" if at else "no measured length")
         lines.append(f"| {name} | {cells[0]} | {cells[1]} |")
-    ratio = data["softmax_fused"]["seconds"][-1] / linear["seconds"][-1]
+    return "\n".join(lines)
+
+
+def optimizations_linear_facts() -> dict[str, str]:
+    """The numbers the caption of the crossover table cites, from the same measurements.
+
+    Returns:
+        The lengths measured ("first_length", "previous_length" and "last_length": the
+        shortest, the second longest and the longest), "fused_ratio" (fused softmax
+        attention's time over linear attention's at the longest), and how the peak memory
+        grew from the second longest to the longest ("growth_softmax", "growth_fused",
+        "growth_linear").
+    """
+    data = linear_attention_measurements()
+    n = data["seq_lens"]
     growth = {
         m: data[m]["bytes"][-1] / data[m]["bytes"][-2]
         for m in ("softmax", "softmax_fused", "linear")
     }
-    lines += [
-        "",
-        f'*In this build, lengths {n[0]} to {n[-1]:,} (doubling); "from" means at that '
-        f"length and every longer one. At n = {n[-1]:,} fused softmax attention took "
-        f"{ratio:.1f}× the time of linear attention (CPU time of one thread, median of "
-        f"three runs). From n = {n[-2]:,} to {n[-1]:,}, the peak tensor memory grew "
-        f"{growth['softmax']:.1f}× for explicit softmax, {growth['softmax_fused']:.1f}× for "
-        f"fused softmax and {growth['linear']:.1f}× for linear attention (4× when it grows "
-        "with the square of the length, 2× when it grows in proportion).*",
-    ]
-    return "\n".join(lines)
+    seconds = {m: data[m]["seconds"][-1] for m in ("softmax_fused", "linear")}
+    return {
+        "first_length": str(n[0]),
+        "previous_length": f"{n[-2]:,}",
+        "last_length": f"{n[-1]:,}",
+        "fused_ratio": f"{seconds['softmax_fused'] / seconds['linear']:.1f}",
+        "growth_softmax": f"{growth['softmax']:.1f}",
+        "growth_fused": f"{growth['softmax_fused']:.1f}",
+        "growth_linear": f"{growth['linear']:.1f}",
+    }
 
 
 #: The figures and build-time tables of this module, in the order of the page.
 #: Bump when what this module's figures show changes: the build keys them by it
 #: (`attention_book.figures.declaration`), not by their source.
-VERSION = 1
+VERSION = 2
 
 FIGURES = (
     optimizations_linear_scaling,
     optimizations_linear_crossover,
+    optimizations_linear_facts,
 )

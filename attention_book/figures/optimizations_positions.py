@@ -14,7 +14,7 @@ from matplotlib.figure import Figure
 
 from attention_book.experiments.optimizations import OPTIMIZATIONS_CONFIG, optimizations_experiment
 from attention_book.experiments.optimizations_measurements import rope_offset_errors
-from attention_book.figures.optimizations import LABELS, SHORT
+from attention_book.figures.optimizations import LABELS
 from attention_book.plotting import BOOK_STYLE, new_figure
 
 __all__ = [
@@ -66,11 +66,20 @@ def _mean(values: list[float]) -> float:
     return sum(values) / len(values)
 
 
-def optimizations_extrapolation_verdict(losses: dict[str, list[float]], context: int) -> str:
-    """Markdown: each variant's loss inside and past the trained length, and what ALiBi's shows.
+def _levels(curve: list[float], context: int) -> tuple[float, float, float]:
+    """A loss curve's mean inside the trained length, over its last quarter, and past it.
 
     The last quarter of the trained positions is the fair comparison for the positions past
     them: both see long prefixes, while the first positions of a window see almost none.
+    """
+    late = curve[context - context // 4 : context]
+    return _mean(curve[:context]), _mean(late), _mean(curve[context:])
+
+
+def optimizations_extrapolation_verdict(
+    losses: dict[str, list[float]], context: int
+) -> dict[str, str]:
+    """The deep dive's words that depend on the losses past the trained length.
 
     Args:
         losses: Per variant of `EXTRAPOLATION_VARIANTS`, the loss at each position of windows
@@ -78,92 +87,103 @@ def optimizations_extrapolation_verdict(losses: dict[str, list[float]], context:
         context: The longest window of training.
 
     Returns:
-        A few sentences: the numbers, whether the run agrees with Press et al. about ALiBi,
-        and whether the rotary baseline carried its loss past the trained length.
+        ``"others_moved"``: how the loss of the models other than ALiBi moved past the trained
+        length (from their level over the last quarter of it); ``"alibi"``: one or two
+        sentences, whether the run agrees with Press et al. about ALiBi; ``"rotary"``: how the
+        rotary baseline's loss moved, and whether it carried past the trained length.
     """
-    late = slice(context - context // 4, context)
-    numbers = {
-        variant: (_mean(curve[:context]), _mean(curve[late]), _mean(curve[context:]))
-        for variant, curve in losses.items()
-    }
-    parts = [
-        f"{SHORT.get(v, 'rotary (baseline)')} {inside:.2f} / {last:.2f} → {past:.2f}"
-        for v, (inside, last, past) in numbers.items()
-    ]
-    text = (
-        f"Mean validation loss at positions 1–{context} / {late.start + 1}–{context} → "
-        f"{context + 1}–{2 * context} in this build: " + "; ".join(parts) + " nats per character."
-    )
-    rise = {v: past - last for v, (_, last, past) in numbers.items()}
+    rise = {}
+    for variant, curve in losses.items():
+        _, last, past = _levels(curve, context)
+        rise[variant] = past - last
     others = [r for v, r in rise.items() if v != "alibi"]
-    moved = (
-        f"rose by {min(others):.2f} to {max(others):.2f}"
-        if min(others) > 0
-        else f"moved by {min(others):+.2f} to {max(others):+.2f}"
-    )
-    text += (
-        f" Past position {context}, ALiBi's loss moved by {rise['alibi']:+.2f} from its level at "
-        f"positions {late.start + 1}–{context}; the other models' {moved}."
-    )
+    words = {
+        "others_moved": (
+            f"rose by {min(others):.2f} to {max(others):.2f}"
+            if min(others) > 0
+            else f"moved by {min(others):+.2f} to {max(others):+.2f}"
+        )
+    }
     if rise["alibi"] < 0.1 and rise["alibi"] < 0.1 * min(others):
-        text += (
-            " In this one run, ALiBi carried its loss past the trained length and the other "
+        words["alibi"] = (
+            "In this one run, ALiBi carried its loss past the trained length and the other "
             "models did not, as Press et al. report for their language models."
         )
         if rise["alibi"] > -0.01:
-            text += (
-                f" Nor did its loss fall below its level at positions {late.start + 1}–"
-                f"{context}: it did not degrade, which is not the same as making use of the "
-                "longer prefix."
+            words["alibi"] += (
+                f" Nor did its loss fall below its level at positions "
+                f"{context - context // 4 + 1}–{context}: it did not degrade, which is not the "
+                "same as making use of the longer prefix."
             )
     elif rise["alibi"] < min(others):
-        text += (
-            " In this one run, ALiBi degraded past the trained length, but less than the "
-            "other models."
+        words["alibi"] = (
+            "In this one run, ALiBi degraded past the trained length, but less than the other "
+            "models."
         )
     else:
-        text += " This run does not reproduce what Press et al. report: ALiBi degraded as well."
+        words["alibi"] = (
+            "This run does not reproduce what Press et al. report: ALiBi degraded as well."
+        )
     if rise["baseline"] >= 0.1:
-        text += (
-            f" The rotary baseline's loss rose by {rise['baseline']:.2f}: scores that depend on "
-            "the offset alone did not, by themselves, carry this model past its training length."
+        words["rotary"] = (
+            f"rose by {rise['baseline']:.2f}: scores that depend on the offset alone did not, by "
+            "themselves, carry this model past its training length."
         )
     else:
-        text += (
-            f" The rotary baseline's loss moved by {rise['baseline']:+.2f}: it carried its loss "
-            "past the trained length too."
+        words["rotary"] = (
+            f"moved by {rise['baseline']:+.2f}: it carried its loss past the trained length too."
         )
-    return text
+    return words
 
 
-def optimizations_extrapolation() -> str:
-    """Markdown sentences: mean loss inside and past the trained length, and ALiBi's verdict."""
+def optimizations_extrapolation() -> dict[str, str]:
+    """Each variant's mean loss inside and past the trained length, and the verdict's words.
+
+    Returns:
+        The positions compared ("trained", "late_start", "past_start", "past_end"), per
+        variant of `EXTRAPOLATION_VARIANTS` "<variant>_inside", "<variant>_late" and
+        "<variant>_past" (nats per character), ALiBi's change past the trained length
+        ("alibi_moved"), and `optimizations_extrapolation_verdict`'s words.
+    """
+    context = OPTIMIZATIONS_CONFIG.context
     losses = {
         variant: optimizations_experiment(variant)["loss_by_position"]
         for variant in EXTRAPOLATION_VARIANTS
     }
-    return optimizations_extrapolation_verdict(losses, OPTIMIZATIONS_CONFIG.context)
+    values = {
+        "trained": str(context),
+        "late_start": str(context - context // 4 + 1),
+        "past_start": str(context + 1),
+        "past_end": str(2 * context),
+    }
+    for variant, curve in losses.items():
+        inside, last, past = _levels(curve, context)
+        values[f"{variant}_inside"] = f"{inside:.2f}"
+        values[f"{variant}_late"] = f"{last:.2f}"
+        values[f"{variant}_past"] = f"{past:.2f}"
+        if variant == "alibi":
+            values["alibi_moved"] = f"{past - last:+.2f}"
+    return values | optimizations_extrapolation_verdict(losses, context)
 
 
-def optimizations_rope_error() -> str:
-    """Markdown sentence: how far rotated scores are from depending on the offset only."""
+def optimizations_rope_error() -> dict[str, str]:
+    """How far rotated scores are from depending on the offset only, in each precision."""
     errors = rope_offset_errors()
-    return (
-        "Largest change of $\\mathbf{q}^\\top \\mathbf{k}$ when both positions move by the "
-        f"same shift, over {errors['trials']} random pairs of {errors['head_dim']} features "
-        f"with positions and shifts below {errors['max_position']:,}, relative to "
-        f"$\\lVert\\mathbf{{q}}\\rVert\\,\\lVert\\mathbf{{k}}\\rVert$: "
-        f"**{errors['float32']['relative']:.1e} in float32** and "
-        f"**{errors['float64']['relative']:.1e} in float64** (absolute: "
-        f"{errors['float32']['absolute']:.1e} and {errors['float64']['absolute']:.1e}); "
-        "rounding error of each precision, not a dependence on position."
-    )
+    return {
+        "trials": str(errors["trials"]),
+        "head_dim": str(errors["head_dim"]),
+        "max_position": f"{errors['max_position']:,}",
+        "relative_float32": f"{errors['float32']['relative']:.1e}",
+        "relative_float64": f"{errors['float64']['relative']:.1e}",
+        "absolute_float32": f"{errors['float32']['absolute']:.1e}",
+        "absolute_float64": f"{errors['float64']['absolute']:.1e}",
+    }
 
 
 #: The figures and build-time tables of this module, in the order of the page.
 #: Bump when what this module's figures show changes: the build keys them by it
 #: (`attention_book.figures.declaration`), not by their source.
-VERSION = 1
+VERSION = 2
 
 FIGURES = (
     optimizations_rope_error,
