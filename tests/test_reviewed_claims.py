@@ -259,12 +259,12 @@ def test_self_attention_timing_prose_types_no_measured_number():
     text = between(
         page("self-attention.md"), "## Convolutions, RNNs and self-attention", "### Path length"
     )
-    for key in ("linear", "short", "attention", "gru", "flop_slope", "projections_share_last"):
-        assert f"{{{{ build:self_attention_timing_facts.{key} }}}}" in text, key
+    for key in ("linear_close", "short_flat", "attention_vs_flops", "gru_gap", "flop_slope"):
+        assert f"{{{{ build:self_attention_facts.{key} }}}}" in text, key
     typed = re.findall(r"\b\d+\.\d+\b|\d+\s*%", re.sub(r"\{\{ build:[^}]*\}\}", "", text))
     assert not typed, f"numbers typed into the timing prose: {typed}"
     summary = between(page("self-attention.md"), "## What the measurements show", "## Exercises")
-    assert "{{ build:self_attention_timing_facts.summary }}" in summary
+    assert "{{ build:self_attention_facts.summary_attention }}" in summary
 
 
 def test_self_attention_positions_are_cited_as_the_papers_say():

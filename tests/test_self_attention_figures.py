@@ -1,8 +1,9 @@
-"""The timing sentences of the self-attention chapter are worded from the numbers.
+"""The timing and reach sentences of the self-attention chapter are worded from the numbers.
 
-`self_attention_timing_verdicts` reads the measured slopes against the layers' FLOP counts.
-Each test feeds it timings made from a known law and checks the sentence it picks, so that a
-build whose numbers say something else cannot get the old sentence.
+`self_attention_verdict` reads the measured slopes against the layers' FLOP counts, and the
+shape of the gradient reach; it returns the words that depend on them, and the page holds the
+rest of each sentence. Each test feeds it timings or gradients made from a known law and checks
+the words it picks, so that a build whose numbers say something else cannot get the old ones.
 """
 
 from __future__ import annotations
@@ -21,11 +22,9 @@ from attention_book.experiments.self_attention import (
     self_attention_gradient_reach,
 )
 from attention_book.figures.self_attention import (
-    self_attention_reach_facts,
-    self_attention_reach_verdicts,
-    self_attention_timing_facts,
+    self_attention_facts,
     self_attention_timing_table,
-    self_attention_timing_verdicts,
+    self_attention_verdict,
 )
 from attention_book.positional import sinusoidal_table
 
@@ -51,8 +50,21 @@ def timings(conv: list[float], gru: list[float], attention: list[float]) -> dict
     return result
 
 
+def reach(gru: list[float], attention: list[float]) -> dict[str, list[float]]:
+    """A made-up gradient reach over 64 distances; the convolutions reach back 4."""
+    conv = [0.3] * 5 + [0.0] * 59
+    return {"4 convolutions": conv, "GRU": gru, "self-attention": attention}
+
+
+def verdict(measured: dict | None = None, gradients: dict | None = None) -> dict[str, str]:
+    """`self_attention_verdict` of these timings and gradients, or of plain laws."""
+    measured = measured or timings(power_law(1), power_law(1), power_law(2))
+    gradients = gradients or reach([1.6**-d for d in range(64)], [0.03] * 64)
+    return self_attention_verdict(measured, gradients)
+
+
 def test_the_flop_count_gives_the_numbers_of_the_prose():
-    facts = self_attention_timing_verdicts(timings(power_law(1), power_law(1), power_law(2)))
+    facts = self_attention_facts()  # the counts do not depend on the timings
     # n / 2d at the first and last fitted lengths, with d = 64.
     assert (facts["ratio_first"], facts["ratio_last"]) == ("2", "16")
     assert (facts["projections_share_first"], facts["projections_share_last"]) == ("33%", "6%")
@@ -62,14 +74,15 @@ def test_the_flop_count_gives_the_numbers_of_the_prose():
 
 
 def test_slopes_close_to_the_counts_are_called_so():
-    facts = self_attention_timing_verdicts(
-        timings(power_law(1), power_law(1.02, scale=1e-5), flop_proportional())
+    words = verdict(timings(power_law(1), power_law(1.02, scale=1e-5), flop_proportional()))
+    assert words["linear_close"] == "Both slopes are close to 1, as Table 1 predicts."
+    assert words["attention_vs_flops"] == "close to the FLOP count's 1.84."
+    assert words["attention_local"].startswith("still rose over the last doubling")
+    assert words["summary_attention"].startswith("stays below 2 at these lengths")
+    assert (
+        "do 33% of its FLOPs at $n = 256$ and still 6% at $n = 2048$"
+        in (words["summary_attention"])
     )
-    assert "Both slopes are close to 1, as Table 1 predicts." in facts["linear"]
-    assert facts["attention_slope"] == facts["flop_slope"] == "1.84"
-    assert "That is close to the FLOP count's 1.84." in facts["attention"]
-    assert "still rose over the last doubling" in facts["attention"]
-    assert "stays below 2 at these lengths" in facts["summary"]
 
 
 def test_slopes_away_from_the_counts_are_not_called_linear_or_expected():
@@ -77,45 +90,46 @@ def test_slopes_away_from_the_counts_are_not_called_linear_or_expected():
     # slope falling over the last doubling.
     attention = power_law(1.75)
     attention[-1] = attention[-2] * 2**1.64
-    facts = self_attention_timing_verdicts(timings(power_law(1.45), power_law(1.0), attention))
-    assert facts["conv_slope"] == "1.45" and facts["gru_slope"] == "1.00"
-    assert "Both slopes are close to 1" not in facts["linear"]
-    assert "The GRU's slope is close to 1" in facts["linear"]
-    assert "The convolution's time grew faster than linearly" in facts["linear"]
-    assert "below the FLOP count's 1.84" in facts["attention"]
-    assert "fell over the last doubling" in facts["attention"]
-    steep = self_attention_timing_verdicts(timings(power_law(1), power_law(1), power_law(2.3)))
-    assert "above the FLOP count's" in steep["attention"]
-    assert "above its FLOP count's" in steep["summary"]
-    assert "stays below 2" not in steep["summary"]
+    words = verdict(timings(power_law(1.45), power_law(1.0), attention))
+    assert "Both slopes are close to 1" not in words["linear_close"]
+    assert words["linear_close"].startswith("The GRU's slope is close to 1, as Table 1 predicts.")
+    assert "The convolution's time grew faster than linearly" in words["linear_close"]
+    assert words["attention_vs_flops"].startswith("below the FLOP count's 1.84: ")
+    assert "grew more slowly than the FLOPs" in words["attention_vs_flops"]
+    assert words["attention_local"].startswith("fell over the last doubling")
+    steep = verdict(timings(power_law(1), power_law(1), power_law(2.3)))
+    assert steep["attention_vs_flops"].startswith("above the FLOP count's")
+    assert steep["summary_attention"].startswith("is above its FLOP count's")
+    assert "stays below 2" not in steep["summary_attention"]
 
 
 def test_the_short_lengths_are_explained_only_when_their_slopes_show_it():
-    fixed = self_attention_timing_verdicts(
-        timings(power_law(1, fixed=1e-3), power_law(1), power_law(2, fixed=1e-2))
-    )
-    assert "as for the convolution and self-attention" in fixed["short"]
-    assert "That is why the fit starts at 256." in fixed["short"]
-    plain = self_attention_timing_verdicts(timings(power_law(1), power_law(1), power_law(2)))
-    assert "None is far below 1" in plain["short"]
+    fixed = verdict(timings(power_law(1, fixed=1e-3), power_law(1), power_law(2, fixed=1e-2)))
+    assert "as for the convolution and self-attention" in fixed["short_flat"]
+    assert fixed["short_flat"].endswith("That is why the fit starts at 256.")
+    assert verdict()["short_flat"].startswith("None is far below 1")
 
 
 def test_the_gru_gap_is_explained_only_when_it_exceeds_the_flops():
-    slow = self_attention_timing_verdicts(
-        timings(power_law(1), power_law(1, scale=3e-5), power_law(2))
+    slow = verdict(timings(power_law(1), power_law(1, scale=3e-5), power_law(2)))
+    assert "sequential operations" in slow["gru_gap"]
+    fast = verdict(timings(power_law(1), power_law(1, scale=2e-6), power_law(2)))
+    assert fast["gru_gap"] == "In this build its sequential steps cost little beyond their FLOPs."
+
+
+def test_the_table_note_says_where_self_attention_was_faster_than_the_gru():
+    # 1e-6 n^2 against 1e-4 n: self-attention is the faster below n = 100.
+    faster = verdict(timings(power_law(1), power_law(1, scale=1e-4), power_law(2)))
+    assert faster["faster"] == (
+        "self-attention was faster than the GRU up to n = 64 (at 3 of the 8 lengths measured)."
     )
-    assert "GRU took 30.0 times as long" in slow["gru"]
-    assert "sequential operations" in slow["gru"]
-    fast = self_attention_timing_verdicts(
-        timings(power_law(1), power_law(1, scale=2e-6), power_law(2))
-    )
-    assert "GRU took 2.0 times as long" in fast["gru"]
-    assert "cost little beyond their FLOPs" in fast["gru"]
+    slower = verdict(timings(power_law(1), power_law(1, scale=1e-9), power_law(2)))
+    assert slower["faster"] == "the GRU was faster than self-attention at every length."
 
 
 @pytest.mark.parametrize("key", ["conv_slope", "gru_slope", "attention_slope"])
 def test_the_facts_are_those_of_the_run_the_table_shows(key):
-    facts, table = self_attention_timing_facts(), self_attention_timing_table()
+    facts, table = self_attention_facts(), self_attention_timing_table()
     assert f"| {facts[key]} |" in table
 
 
@@ -124,44 +138,39 @@ def test_the_facts_are_those_of_the_run_the_table_shows(key):
 # them.
 
 
-def reach(gru: list[float], attention: list[float]) -> dict[str, list[float]]:
-    """A made-up gradient reach over 64 distances; the convolutions reach back 4."""
-    conv = [0.3] * 5 + [0.0] * 59
-    return {"4 convolutions": conv, "GRU": gru, "self-attention": attention}
-
-
 def test_an_exponential_gru_and_a_flat_attention_are_called_so():
-    facts = self_attention_reach_verdicts(reach([1.6**-d for d in range(64)], [0.03] * 64))
-    assert facts["conv_reach"] == "4"
-    assert "falls by 13 orders of magnitude from distance 0 to 63" in facts["gru"]
-    assert "close to a straight line" in facts["gru"] and "factor of 1.6" in facts["gru"]
-    assert "within a factor of 1.0" in facts["attention"]
-    assert "distance barely matters" in facts["attention"]
-    assert "fades exponentially" in facts["summary"] and "about equally" in facts["summary"]
+    words = verdict()
+    assert "falls by 13 orders of magnitude from distance 0 to 63" in words["gru_reach"]
+    assert "close to a straight line" in words["gru_reach"]
+    assert "factor of 1.6" in words["gru_reach"]
+    assert words["attention_reach"] == "On the figure's scale, distance barely matters."
+    assert words["gru_summary"] == "fades exponentially with distance"
+    assert words["attention_summary"] == "self-attention reaches every distance about equally"
 
 
 def test_other_shapes_are_not_called_exponential_or_equal():
     bumpy = [10.0 ** -(d // 16 * 4) for d in range(64)]  # flat steps, then a drop of 4 decades
-    facts = self_attention_reach_verdicts(reach(bumpy, [0.03 * 1.1**d for d in range(64)]))
-    assert "not along a straight line" in facts["gru"]
-    assert "exponentially" not in facts["summary"]
-    assert "barely matters" not in facts["attention"]
-    assert "varies with distance" in facts["summary"]
-    flat = self_attention_reach_verdicts(reach([1.0] * 64, [0.03] * 64))
-    assert "does not fall by a factor of 10" in flat["gru"]
+    words = verdict(gradients=reach(bumpy, [0.03 * 1.1**d for d in range(64)]))
+    assert "not along a straight line" in words["gru_reach"]
+    assert words["gru_summary"] == "fades with distance"
+    assert words["attention_reach"] == ""
+    assert "varies with distance" in words["attention_summary"]
+    flat = verdict(gradients=reach([1.0] * 64, [0.03] * 64))
+    assert "does not fall by a factor of 10" in flat["gru_reach"]
+    assert flat["gru_summary"] == "does not fade here"
 
 
 def test_the_measured_reach_reads_as_the_alt_text_says():
     measured = self_attention_gradient_reach()
     conv = next(iter(measured.values()))
     assert all(g > 0 for g in conv[:5]) and not any(conv[5:])  # four back, then exactly zero
-    facts = self_attention_reach_facts()
+    facts = self_attention_facts()
     assert facts["conv_reach"] == "4"
-    assert "close to a straight line" in facts["gru"]  # "close to a straight line"
+    assert "close to a straight line" in facts["gru_reach"]  # "close to a straight line"
     gru = measured["GRU"]
     assert gru[0] / gru[-1] > 1e10  # "many orders of magnitude"
     attention = measured["self-attention"]
-    assert "distance barely matters" in facts["attention"]  # "a small band"
+    assert "distance barely matters" in facts["attention_reach"]  # "a small band"
     assert attention[0] > max(attention[1:])  # "at every distance but the first"
 
 
@@ -182,5 +191,5 @@ def test_the_encodings_dot_products_read_as_the_figure_says():
 def test_the_page_words_the_reach_from_the_build():
     page = Path(__file__).resolve().parents[1] / "docs" / "chapters" / "self-attention.md"
     text = page.read_text(encoding="utf-8")
-    for key in ("conv_reach", "gru", "attention", "summary"):
-        assert f"{{{{ build:self_attention_reach_facts.{key} }}}}" in text, key
+    for key in ("conv_reach", "gru_reach", "attention_reach", "gru_summary", "attention_summary"):
+        assert f"{{{{ build:self_attention_facts.{key} }}}}" in text, key

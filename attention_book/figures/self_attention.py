@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import statistics
+from typing import Any
 
 import matplotlib.pyplot as plt
 import torch
@@ -31,13 +32,11 @@ __all__ = [
     "self_attention_encoding_columns",
     "self_attention_encoding_dot_products",
     "self_attention_encoding_heatmap",
+    "self_attention_facts",
     "self_attention_gradient_reach_plot",
-    "self_attention_reach_facts",
-    "self_attention_reach_verdicts",
-    "self_attention_timing_facts",
     "self_attention_timing_plot",
     "self_attention_timing_table",
-    "self_attention_timing_verdicts",
+    "self_attention_verdict",
 ]
 
 COLORS = {"convolution": "#2ca02c", "GRU": "#d62728", "self-attention": "#1f77b4"}
@@ -76,196 +75,7 @@ def self_attention_timing_table() -> str:
     for name, result in timings.items():
         cells = [f"{1e3 * result['seconds'][SEQUENCE_LENGTHS.index(n)]:.2f} ms" for n in shown]
         lines.append(f"| {name} | " + " | ".join(cells) + f" | {result['slope']:.2f} |")
-    attention, gru = timings["self-attention"]["seconds"], timings["GRU"]["seconds"]
-    faster = [n for n, a, g in zip(SEQUENCE_LENGTHS, attention, gru, strict=True) if a < g]
-    lines.append("")
-    if faster:
-        lines.append(
-            f"*In this build self-attention was faster than the GRU up to n = {max(faster)} "
-            f"(at {len(faster)} of the {len(SEQUENCE_LENGTHS)} lengths measured).*"
-        )
-    else:
-        lines.append("*In this build the GRU was faster than self-attention at every length.*")
     return "\n".join(lines)
-
-
-def _slopes_between(lengths: list[int], seconds: list[float]) -> list[float]:
-    """Local slopes: the slope between each pair of consecutive lengths."""
-    return [fitted_slope(lengths[i : i + 2], seconds[i : i + 2]) for i in range(len(lengths) - 1)]
-
-
-def _names(names: list[str]) -> str:
-    """'the convolution', 'the convolution and the GRU', ..."""
-    names = [f"the {name}" if name != "self-attention" else name for name in names]
-    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
-
-
-def self_attention_timing_verdicts(
-    timings: dict[str, dict[str, list[float] | float]],
-) -> dict[str, str]:
-    """The sentences that read the timings, worded from the numbers.
-
-    Every layer's work is counted by `self_attention_flops`: linear in ``n`` for the
-    convolution and the GRU, linear plus quadratic for self-attention. The sentences compare
-    the measured slopes with those counts and say nothing the numbers do not show.
-
-    Args:
-        timings: `self_attention_timings`'s result (or the same shape): per layer name
-            (``"convolution"``, ``"GRU"``, ``"self-attention"``), ``"seconds"`` at each of
-            `SEQUENCE_LENGTHS` and the fitted ``"slope"``.
-
-    Returns:
-        ``"conv_slope"``, ``"gru_slope"``, ``"attention_slope"`` (two decimals);
-        ``"ratio_first"`` and ``"ratio_last"``: self-attention's quadratic FLOPs over its
-        linear ones at the first and the last fitted length; ``"scores_share_first"`` and
-        ``"scores_share_last"``: the share of self-attention's
-        FLOPs in its quadratic part at the first and the last fitted length;
-        ``"projections_share_first"`` and ``"projections_share_last"``, the rest;
-        ``"flop_slope"``: the slope a time proportional to
-        self-attention's FLOPs would fit; ``"flop_local_first"``, ``"flop_local_last"``: that
-        time's local slopes over the first and last doubling of the fit; and the sentences
-        ``"linear"``, ``"short"``, ``"attention"``, ``"gru"``, ``"summary"``.
-    """
-    lengths = list(SEQUENCE_LENGTHS)
-    fit = [n for n in lengths if n >= FIT_FROM]
-    short = [n for n in lengths if n < FIT_FROM]
-    slope = {name: float(result["slope"]) for name, result in timings.items()}
-    seconds = {name: list(result["seconds"]) for name, result in timings.items()}
-    flops = [self_attention_flops(n, TIMING_WIDTH) for n in fit]
-    attention_flops = [f["self-attention projections"] + f["self-attention scores"] for f in flops]
-    scores_share = [
-        f["self-attention scores"] / a for f, a in zip(flops, attention_flops, strict=True)
-    ]
-    flop_slope = fitted_slope(fit, attention_flops)
-    flop_local = _slopes_between(fit, attention_flops)
-    facts = {
-        "conv_slope": f"{slope['convolution']:.2f}",
-        "gru_slope": f"{slope['GRU']:.2f}",
-        "attention_slope": f"{slope['self-attention']:.2f}",
-        "ratio_first": f"{scores_share[0] / (1 - scores_share[0]):.0f}",
-        "ratio_last": f"{scores_share[-1] / (1 - scores_share[-1]):.0f}",
-        "scores_share_first": f"{scores_share[0]:.0%}",
-        "scores_share_last": f"{scores_share[-1]:.0%}",
-        "projections_share_first": f"{1 - scores_share[0]:.0%}",
-        "projections_share_last": f"{1 - scores_share[-1]:.0%}",
-        "flop_slope": f"{flop_slope:.2f}",
-        "flop_local_first": f"{flop_local[0]:.2f}",
-        "flop_local_last": f"{flop_local[-1]:.2f}",
-    }
-
-    # The two layers whose work is linear in n.
-    linear = {"convolution": slope["convolution"], "GRU": slope["GRU"]}
-    close = [name for name, s in linear.items() if abs(s - 1) <= 0.15]
-    text = (
-        f"The convolution's time grew like $n^{{{linear['convolution']:.2f}}}$ and the GRU's "
-        f"like $n^{{{linear['GRU']:.2f}}}$ (fits for $n \\geq {FIT_FROM}$), and the matrix "
-        "products of both do work proportional to $n$ ($6nd^2$ and $12nd^2$ FLOPs)."
-    )
-    if len(close) == 2:
-        text += " Both slopes are close to 1, as Table 1 predicts."
-    else:
-        if close:
-            named = _names(close)
-            text += f" {named[0].upper() + named[1:]}'s slope is close to 1, as Table 1 predicts."
-        for name, s in linear.items():
-            if name not in close:
-                pace = "faster" if s > 1 else "more slowly"
-                text += (
-                    f" The {name}'s time grew {pace} than linearly, though its work does not: "
-                    "at these lengths its time is not proportional to its work, and this build "
-                    "does not measure why."
-                )
-    facts["linear"] = text
-
-    # Below the fitted lengths.
-    short_slope = {name: fitted_slope(short, seconds[name][: len(short)]) for name in slope}
-    listed = ", ".join(f"{s:.2f} ({name})" for name, s in short_slope.items())
-    text = f"Fitted on the lengths below {FIT_FROM} instead, the slopes are {listed}."
-    flat = [name for name, s in short_slope.items() if s < 0.8]
-    if flat:
-        text += (
-            f" Where a slope is well below 1, as for {_names(flat)}, the time grew more slowly "
-            "than the work: a cost paid once per call, whatever $n$, still weighs on it there. "
-            f"That is why the fit starts at {FIT_FROM}."
-        )
-    else:
-        text += (
-            f" None is far below 1; the fit starts at {FIT_FROM} all the same, where a fixed "
-            "cost per call weighs least."
-        )
-    facts["short"] = text
-
-    # Self-attention against its FLOP count.
-    measured = slope["self-attention"]
-    local = _slopes_between(fit, seconds["self-attention"][len(short) :])
-    listed = ", ".join(f"{s:.2f}" for s in local)
-    text = (
-        f"The measured fit gave {measured:.2f}, with local slopes of {listed} over the "
-        f"successive doublings from {fit[0]} to {fit[-1]}."
-    )
-    if abs(measured - flop_slope) <= 0.1:
-        text += f" That is close to the FLOP count's {flop_slope:.2f}."
-    elif measured < flop_slope:
-        text += (
-            f" That is below the FLOP count's {flop_slope:.2f}: in this build the time grew "
-            "more slowly than the FLOPs of the matrix products."
-        )
-    else:
-        text += (
-            f" That is above the FLOP count's {flop_slope:.2f}: in this build the time grew "
-            "faster than the FLOPs of the matrix products."
-        )
-    if local[-1] < local[-2] - 0.05:
-        text += (
-            " Its local slope fell over the last doubling, which the FLOP count, whose local "
-            "slopes rise towards 2, does not explain."
-        )
-    elif local[-1] > local[-2] + 0.05:
-        text += " Its local slope still rose over the last doubling, as the FLOP count's does."
-    else:
-        text += " Its local slope was about the same over the last two doublings."
-    facts["attention"] = text
-
-    # The GRU against the convolution, at the longest length.
-    ratio = seconds["GRU"][-1] / seconds["convolution"][-1]
-    text = (
-        f"At $n = {lengths[-1]}$ the GRU took {ratio:.1f} times as long as the convolution, "
-        "for twice the convolution's FLOPs."
-    )
-    if ratio > 4:
-        text += (
-            ' The rest of the gap is what the "sequential operations" column describes: the '
-            "GRU's $n$ steps run one after the other, each a product of $d \\times d$ matrices "
-            "with a single vector, while the convolution treats all positions in one product."
-        )
-    else:
-        text += " In this build its sequential steps cost little beyond their FLOPs."
-    facts["gru"] = text
-
-    text = (
-        f"In this build's timings (fits for $n \\geq {FIT_FROM}$) the convolution's slope was "
-        f"{linear['convolution']:.2f}, the GRU's {linear['GRU']:.2f} and self-attention's "
-        f"{measured:.2f}."
-    )
-    if measured < 2:
-        text += (
-            " Self-attention's stays below 2 at these lengths, and so would a time proportional "
-            f"to its FLOPs ({flop_slope:.2f}): its projections, linear in $n$, do "
-            f"{1 - scores_share[0]:.0%} of its FLOPs at $n = {fit[0]}$ and still "
-            f"{1 - scores_share[-1]:.0%} at $n = {fit[-1]}$."
-        )
-    else:
-        text += (
-            f" Self-attention's is above its FLOP count's {flop_slope:.2f}: in this build its "
-            "time grew faster than its work."
-        )
-    facts["summary"] = text
-    return facts
-
-
-def self_attention_timing_facts() -> dict[str, str]:
-    """Values and sentences for the prose: `self_attention_timing_verdicts` of this build's run."""
-    return self_attention_timing_verdicts(self_attention_timings())
 
 
 def self_attention_gradient_reach_plot() -> Figure:
@@ -288,8 +98,62 @@ def self_attention_gradient_reach_plot() -> Figure:
     return fig
 
 
-def self_attention_reach_verdicts(reach: dict[str, list[float]]) -> dict[str, str]:
-    """The sentences that read the gradient reach, worded from the norms.
+def _slopes_between(lengths: list[int], seconds: list[float]) -> list[float]:
+    """Local slopes: the slope between each pair of consecutive lengths."""
+    return [fitted_slope(lengths[i : i + 2], seconds[i : i + 2]) for i in range(len(lengths) - 1)]
+
+
+def _names(names: list[str]) -> str:
+    """'the convolution', 'the convolution and the GRU', ..."""
+    names = [f"the {name}" if name != "self-attention" else name for name in names]
+    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
+
+
+def _timing_numbers(timings: dict[str, dict[str, list[float] | float]]) -> dict[str, Any]:
+    """What the chapter reads off the timings, against the layers' FLOP counts.
+
+    Every layer's work is counted by `self_attention_flops`: linear in ``n`` for the
+    convolution and the GRU, linear plus quadratic for self-attention.
+
+    Args:
+        timings: `self_attention_timings`'s result (or the same shape): per layer name
+            (``"convolution"``, ``"GRU"``, ``"self-attention"``), ``"seconds"`` at each of
+            `SEQUENCE_LENGTHS` and the fitted ``"slope"``.
+
+    Returns:
+        "fit" and "short" (the lengths fitted, and those below), each layer's "slope",
+        "seconds" and "short_slope" (fitted below `FIT_FROM`), self-attention's "local"
+        slopes over the fitted doublings, "scores_share" (the share of its FLOPs in the
+        quadratic part at each fitted length), the slope "flop_slope" and the local slopes
+        "flop_local" of a time proportional to its FLOPs, and "faster" (the lengths at which
+        self-attention was faster than the GRU).
+    """
+    lengths = list(SEQUENCE_LENGTHS)
+    fit = [n for n in lengths if n >= FIT_FROM]
+    short = [n for n in lengths if n < FIT_FROM]
+    slope = {name: float(result["slope"]) for name, result in timings.items()}
+    seconds = {name: list(result["seconds"]) for name, result in timings.items()}
+    flops = [self_attention_flops(n, TIMING_WIDTH) for n in fit]
+    attention_flops = [f["self-attention projections"] + f["self-attention scores"] for f in flops]
+    attention, gru = seconds["self-attention"], seconds["GRU"]
+    return {
+        "fit": fit,
+        "short": short,
+        "slope": slope,
+        "seconds": seconds,
+        "short_slope": {name: fitted_slope(short, seconds[name][: len(short)]) for name in slope},
+        "local": _slopes_between(fit, seconds["self-attention"][len(short) :]),
+        "scores_share": [
+            f["self-attention scores"] / a for f, a in zip(flops, attention_flops, strict=True)
+        ],
+        "flop_slope": fitted_slope(fit, attention_flops),
+        "flop_local": _slopes_between(fit, attention_flops),
+        "faster": [n for n, a, g in zip(lengths, attention, gru, strict=True) if a < g],
+    }
+
+
+def _reach_numbers(reach: dict[str, list[float]]) -> dict[str, Any]:
+    """What the chapter reads off the gradient reach.
 
     Args:
         reach: `self_attention_gradient_reach`'s result (or the same shape): per layer name
@@ -297,61 +161,216 @@ def self_attention_reach_verdicts(reach: dict[str, list[float]]) -> dict[str, st
             gradient norm per distance back from the last position, ``0, 1, ...``.
 
     Returns:
-        ``"conv_reach"``: the largest distance at which the convolution stack's gradient is not
-        zero; the sentences ``"gru"``, ``"attention"`` and ``"summary"``.
+        "conv_reach" (the largest distance at which the convolutions' gradient is not zero),
+        "last" (the largest distance), the GRU's "orders" (decades it falls from distance 0 to
+        the last), "slope" and "residual" (of a straight line fitted to its log10), and
+        self-attention's "spread" (its largest over its smallest gradient from distance 1 on)
+        and "peak" (its gradient at distance 0 over the median of the others).
     """
     conv = next(iter(reach.values()))
     gru, attention = reach["GRU"], reach["self-attention"]
     last = len(gru) - 1
-    facts = {"conv_reach": str(max(d for d, g in enumerate(conv) if g > 0))}
-
-    # The GRU: how many decades it falls, and how close to a straight line on the log scale.
     logs = [math.log10(g) for g in gru]
     mean_d, mean_log = last / 2, statistics.fmean(logs)
     slope = sum((d - mean_d) * (y - mean_log) for d, y in enumerate(logs)) / sum(
         (d - mean_d) ** 2 for d in range(len(logs))
     )
-    residual = max(abs(y - mean_log - slope * (d - mean_d)) for d, y in enumerate(logs))
-    orders = logs[0] - logs[-1]
-    falls = f"Its gradient falls by {orders:.0f} orders of magnitude from distance 0 to {last}"
-    if orders < 1:
-        facts["gru"] = f"Its gradient does not fall by a factor of 10 from distance 0 to {last}."
-        gru_summary = "a GRU's reach does not fade here"
-    elif residual < 1:
-        facts["gru"] = (
+    rest = attention[1:]  # distance 0 is also the query
+    return {
+        "conv_reach": max(d for d, g in enumerate(conv) if g > 0),
+        "last": last,
+        "orders": logs[0] - logs[-1],
+        "slope": slope,
+        "residual": max(abs(y - mean_log - slope * (d - mean_d)) for d, y in enumerate(logs)),
+        "spread": max(rest) / min(rest),
+        "peak": attention[0] / statistics.median(rest),
+    }
+
+
+def self_attention_verdict(
+    timings: dict[str, dict[str, list[float] | float]], reach: dict[str, list[float]]
+) -> dict[str, str]:
+    """The chapter's words that depend on its measurements; the rest is the page's.
+
+    The timing sentences compare the measured slopes with the layers' FLOP counts and say
+    nothing the numbers do not show; the reach sentences read the gradients' shape.
+
+    Args:
+        timings: `self_attention_timings`'s result (or the same shape).
+        reach: `self_attention_gradient_reach`'s result (or the same shape).
+
+    Returns:
+        On the timings: ``"faster"`` (where self-attention was faster than the GRU),
+        ``"linear_close"`` (whether the linear layers' slopes are close to 1),
+        ``"short_flat"`` (whether the slopes below the fitted lengths show a fixed cost),
+        ``"attention_vs_flops"`` and ``"attention_local"`` (self-attention's slope against
+        its FLOP count's, and its last local slope), ``"gru_gap"`` (whether the GRU's time
+        exceeds what its FLOPs explain), ``"summary_attention"``. On the reach:
+        ``"gru_reach"`` (how the GRU's gradient falls), ``"attention_reach"`` (a sentence when
+        distance barely matters to self-attention, else nothing), ``"gru_summary"`` and
+        ``"attention_summary"``.
+    """
+    n = _timing_numbers(timings)
+    fit, slope, local, flop_slope = n["fit"], n["slope"], n["local"], n["flop_slope"]
+    words = {}
+    if n["faster"]:
+        words["faster"] = (
+            f"self-attention was faster than the GRU up to n = {max(n['faster'])} (at "
+            f"{len(n['faster'])} of the {len(SEQUENCE_LENGTHS)} lengths measured)."
+        )
+    else:
+        words["faster"] = "the GRU was faster than self-attention at every length."
+
+    linear = {"convolution": slope["convolution"], "GRU": slope["GRU"]}
+    close = [name for name, s in linear.items() if abs(s - 1) <= 0.15]
+    if len(close) == 2:
+        text = "Both slopes are close to 1, as Table 1 predicts."
+    else:
+        sentences = []
+        if close:
+            named = _names(close)
+            sentences.append(
+                f"{named[0].upper() + named[1:]}'s slope is close to 1, as Table 1 predicts."
+            )
+        for name, s in linear.items():
+            if name not in close:
+                pace = "faster" if s > 1 else "more slowly"
+                sentences.append(
+                    f"The {name}'s time grew {pace} than linearly, though its work does not: at "
+                    "these lengths its time is not proportional to its work, and this build does "
+                    "not measure why."
+                )
+        text = " ".join(sentences)
+    words["linear_close"] = text
+
+    flat = [name for name, s in n["short_slope"].items() if s < 0.8]
+    if flat:
+        words["short_flat"] = (
+            f"Where a slope is well below 1, as for {_names(flat)}, the time grew more slowly than "
+            "the work: a cost paid once per call, whatever $n$, still weighs on it there. That is "
+            f"why the fit starts at {FIT_FROM}."
+        )
+    else:
+        words["short_flat"] = (
+            f"None is far below 1; the fit starts at {FIT_FROM} all the same, where a fixed cost "
+            "per call weighs least."
+        )
+
+    measured = slope["self-attention"]
+    if abs(measured - flop_slope) <= 0.1:
+        words["attention_vs_flops"] = f"close to the FLOP count's {flop_slope:.2f}."
+    else:
+        pace = "more slowly" if measured < flop_slope else "faster"
+        words["attention_vs_flops"] = (
+            f"{'below' if measured < flop_slope else 'above'} the FLOP count's {flop_slope:.2f}: "
+            f"in this build the time grew {pace} than the FLOPs of the matrix products."
+        )
+    if local[-1] < local[-2] - 0.05:
+        words["attention_local"] = (
+            "fell over the last doubling, which the FLOP count, whose local slopes rise towards "
+            "2, does not explain."
+        )
+    elif local[-1] > local[-2] + 0.05:
+        words["attention_local"] = "still rose over the last doubling, as the FLOP count's does."
+    else:
+        words["attention_local"] = "was about the same over the last two doublings."
+
+    if n["seconds"]["GRU"][-1] / n["seconds"]["convolution"][-1] > 4:
+        words["gru_gap"] = (
+            'The rest of the gap is what the "sequential operations" column describes: the '
+            "GRU's $n$ steps run one after the other, each a product of $d \\times d$ matrices "
+            "with a single vector, while the convolution treats all positions in one product."
+        )
+    else:
+        words["gru_gap"] = "In this build its sequential steps cost little beyond their FLOPs."
+
+    share = n["scores_share"]
+    if measured < 2:
+        words["summary_attention"] = (
+            "stays below 2 at these lengths, and so would a time proportional to its FLOPs "
+            f"({flop_slope:.2f}): its projections, linear in $n$, do {1 - share[0]:.0%} of its "
+            f"FLOPs at $n = {fit[0]}$ and still {1 - share[-1]:.0%} at $n = {fit[-1]}$."
+        )
+    else:
+        words["summary_attention"] = (
+            f"is above its FLOP count's {flop_slope:.2f}: in this build its time grew faster "
+            "than its work."
+        )
+
+    r = _reach_numbers(reach)
+    span = f"from distance 0 to {r['last']}"
+    falls = f"Its gradient falls by {r['orders']:.0f} orders of magnitude {span}"
+    if r["orders"] < 1:
+        words["gru_reach"] = f"Its gradient does not fall by a factor of 10 {span}."
+        words["gru_summary"] = "does not fade here"
+    elif r["residual"] < 1:
+        words["gru_reach"] = (
             f"{falls}, close to a straight line on the log scale (no point is a decade off the "
-            f"fitted line): on average it shrinks by a factor of {10**-slope:.1f} per step "
+            f"fitted line): on average it shrinks by a factor of {10 ** -r['slope']:.1f} per step "
             "back."
         )
-        gru_summary = "a GRU's reach fades exponentially with distance"
+        words["gru_summary"] = "fades exponentially with distance"
     else:
-        facts["gru"] = f"{falls}, but not along a straight line on the log scale."
-        gru_summary = "a GRU's reach fades with distance"
-
-    # Self-attention: the spread over distances 1 and beyond; distance 0 is also the query.
-    rest = attention[1:]
-    spread = max(rest) / min(rest)
-    facts["attention"] = (
-        f"From distance 1 to {last} its gradient stays within a factor of {spread:.1f}, "
-        f"against the GRU's {orders:.0f} orders of magnitude; only at distance 0, the input "
-        "that is also the query, is it larger, "
-        f"{attention[0] / statistics.median(rest):.1f} times their median."
-    )
-    if spread < 10:
-        facts["attention"] += " On the figure's scale, distance barely matters."
-        attention_summary = "self-attention reaches every distance about equally"
+        words["gru_reach"] = f"{falls}, but not along a straight line on the log scale."
+        words["gru_summary"] = "fades with distance"
+    if r["spread"] < 10:
+        words["attention_reach"] = "On the figure's scale, distance barely matters."
+        words["attention_summary"] = "self-attention reaches every distance about equally"
     else:
-        attention_summary = "self-attention's reach varies with distance in this build"
-    facts["summary"] = (
-        "Measured by gradients, a stack of convolutions sees a fixed window, "
-        f"{gru_summary}, and {attention_summary}."
-    )
-    return facts
+        words["attention_reach"] = ""
+        words["attention_summary"] = "self-attention's reach varies with distance in this build"
+    return words
 
 
-def self_attention_reach_facts() -> dict[str, str]:
-    """`self_attention_reach_verdicts` of this build's measurement."""
-    return self_attention_reach_verdicts(self_attention_gradient_reach())
+def self_attention_facts() -> dict[str, str]:
+    """The numbers the chapter's sentences cite, and `self_attention_verdict`'s words on them.
+
+    Read from this build's timings (the run the table and the plot show) and gradient reach.
+
+    Returns:
+        Among others ``"conv_slope"``, ``"gru_slope"``, ``"attention_slope"`` (two
+        decimals); ``"ratio_first"`` and ``"ratio_last"``: self-attention's quadratic FLOPs
+        over its linear ones at the first and the last fitted length; ``"scores_share_first"``
+        and ``"scores_share_last"``: the share of self-attention's FLOPs in its quadratic part
+        there; ``"projections_share_first"`` and ``"projections_share_last"``, the rest;
+        ``"flop_slope"``: the slope a time proportional to self-attention's FLOPs would fit;
+        ``"flop_local_first"``, ``"flop_local_last"``: that time's local slopes over the first
+        and last doubling of the fit; ``"conv_reach"``: the largest distance at which the
+        convolution stack's gradient is not zero.
+    """
+    timings, reach = self_attention_timings(), self_attention_gradient_reach()
+    n, r = _timing_numbers(timings), _reach_numbers(reach)
+    slope, share, fit = n["slope"], n["scores_share"], n["fit"]
+    seconds = n["seconds"]
+    facts = {
+        "fit_from": str(FIT_FROM),
+        "conv_slope": f"{slope['convolution']:.2f}",
+        "gru_slope": f"{slope['GRU']:.2f}",
+        "attention_slope": f"{slope['self-attention']:.2f}",
+        "ratio_first": f"{share[0] / (1 - share[0]):.0f}",
+        "ratio_last": f"{share[-1] / (1 - share[-1]):.0f}",
+        "scores_share_first": f"{share[0]:.0%}",
+        "scores_share_last": f"{share[-1]:.0%}",
+        "projections_share_first": f"{1 - share[0]:.0%}",
+        "projections_share_last": f"{1 - share[-1]:.0%}",
+        "flop_slope": f"{n['flop_slope']:.2f}",
+        "flop_local_first": f"{n['flop_local'][0]:.2f}",
+        "flop_local_last": f"{n['flop_local'][-1]:.2f}",
+        "short_conv_slope": f"{n['short_slope']['convolution']:.2f}",
+        "short_gru_slope": f"{n['short_slope']['GRU']:.2f}",
+        "short_attention_slope": f"{n['short_slope']['self-attention']:.2f}",
+        "local_slopes": ", ".join(f"{s:.2f}" for s in n["local"]),
+        "fit_first": str(fit[0]),
+        "fit_last": str(fit[-1]),
+        "longest": str(SEQUENCE_LENGTHS[-1]),
+        "gru_ratio": f"{seconds['GRU'][-1] / seconds['convolution'][-1]:.1f}",
+        "conv_reach": str(r["conv_reach"]),
+        "reach_last": str(r["last"]),
+        "gru_orders": f"{r['orders']:.0f}",
+        "attention_spread": f"{r['spread']:.1f}",
+        "attention_peak": f"{r['peak']:.1f}",
+    }
+    return facts | self_attention_verdict(timings, reach)
 
 
 def self_attention_encoding_heatmap() -> Figure:
@@ -416,14 +435,13 @@ def self_attention_encoding_dot_products() -> Figure:
 #: The figures and build-time tables of this module, in the order of the chapter.
 #: Bump when what this module's figures show changes: the build keys them by it
 #: (`attention_book.figures.declaration`), not by their source.
-VERSION = 1
+VERSION = 2
 
 FIGURES = (
     self_attention_timing_plot,
     self_attention_timing_table,
-    self_attention_timing_facts,
     self_attention_gradient_reach_plot,
-    self_attention_reach_facts,
+    self_attention_facts,
     self_attention_encoding_heatmap,
     self_attention_encoding_columns,
     self_attention_encoding_dot_products,
