@@ -18,6 +18,8 @@ models, training, evaluation):
 - `attention_book.experiments.transformer_studies`: beyond that split: a length-generalization
   split for both attention models, post-norm against pre-norm (with and without warm-up), and
   decoding with and without the key/value cache.
+- `attention_book.experiments.transformer_timings`: the Transformer chapter's timings, decoding
+  with and without the key/value cache and a training batch of each of the three translators.
 - `attention_book.experiments.vit`: a small ViT against a small ResNet on scikit-learn's
   digits, at several training-set sizes and seeds; attention maps and distances.
 - `attention_book.experiments.flash`: peak memory of naive and tiled attention, the roofline

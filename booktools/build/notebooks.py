@@ -164,7 +164,12 @@ def jupytext_notebook(path: str | Path) -> nbformat.NotebookNode:
     """The notebook of a jupytext page (the Quick tour's ``.py``), with stable cell ids."""
     import jupytext
 
-    return with_stable_ids(jupytext.read(path))
+    notebook = jupytext.read(path)
+    # What the page says about itself for the book's lists (booktools.build.structure): not
+    # for readers.
+    notebook.metadata.pop("book", None)
+    notebook.metadata.get("jupytext", {}).pop("notebook_metadata_filter", None)
+    return with_stable_ids(notebook)
 
 
 def shown_as_markdown(fence: Fence, page: str) -> list[str]:
