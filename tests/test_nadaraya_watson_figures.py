@@ -5,7 +5,8 @@ from one seeded data set. Where the prose, a caption or a figure's alt text read
 in words ("less than half", "a band that is darker at the ends", "nearly the same curve",
 "levels off"), a test here checks the words against the numbers, so that a change of the data
 or of the estimators that makes a sentence wrong fails here. The sentences that carry a number
-come from `nw_facts`, whose verdict is tested on made-up numbers.
+come from `nw_facts`; the words among them that depend on the numbers come from `nw_verdict`,
+tested here on made-up numbers.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from attention_book.experiments.nadaraya_watson import (
 )
 from attention_book.figures.nadaraya_watson import (
     EXPLORER_BANDWIDTHS,
-    nw_learned_width_verdict,
+    nw_verdict,
     nw_weight_spread,
 )
 from attention_book.nadaraya_watson import attention_pooling
@@ -53,13 +54,24 @@ def test_weight_spread_counts_the_keys_a_query_averages_over():
 
 
 def test_the_width_verdict_follows_the_distance_between_the_two_bandwidths():
-    near = nw_learned_width_verdict(0.26, 0.25, 0.05)
+    near = nw_verdict(0.26, 0.25, 0.05, lowest=0.342, noise=0.315)
     assert "within one step of the grid (0.05)" in near["agreement"]
     assert "found the same answer as the search" in near["agreement"]
-    assert near["summary"].startswith("Learning one attention parameter by gradient descent rec")
-    far = nw_learned_width_verdict(0.40, 0.25, 0.05)
+    assert near["summary"].startswith("recovers what a grid search")
+    far = nw_verdict(0.40, 0.25, 0.05, lowest=0.342, noise=0.315)
     assert "more than one step of the grid" in far["agreement"]
-    assert "same answer" not in far["agreement"] and "did not land" in far["summary"]
+    assert "same answer" not in far["agreement"] and far["summary"].startswith("did not land")
+    page = text()
+    assert "Learning one attention parameter by gradient descent {{ build:nw_facts.summary }}" in (
+        page
+    )
+    assert "{{ build:nw_facts.agreement }}" in page
+
+
+def test_the_noise_floor_says_on_which_side_the_lowest_error_lies():
+    assert nw_verdict(0.26, 0.25, 0.05, lowest=0.342, noise=0.315)["noise_relation"] == "above"
+    assert nw_verdict(0.26, 0.25, 0.05, lowest=0.2, noise=0.315)["noise_relation"] == "below"
+    assert "{{ build:nw_facts.noise_relation }} this sample's own noise" in text()
 
 
 def test_the_learned_width_lands_on_the_grid_search():

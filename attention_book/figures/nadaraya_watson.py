@@ -44,11 +44,10 @@ __all__ = [
     "nw_gaussian_pooling",
     "nw_heatmaps_compared",
     "nw_kernel_comparison",
-    "nw_learned_width_verdict",
-    "nw_noise_floor",
     "nw_parametric_fit",
     "nw_test_error_table",
     "nw_training_curve",
+    "nw_verdict",
     "nw_weight_spread",
 ]
 
@@ -239,20 +238,6 @@ def nw_test_error_table() -> str:
     return "\n".join(lines)
 
 
-def nw_noise_floor() -> str:
-    """Markdown bullets: this sample's own noise against its leave-one-out errors."""
-    rows = nw_test_errors()  # (estimator, bandwidth, leave-one-out error, test error)
-    name, _, lowest, _ = min(rows, key=lambda row: row[2])
-    noise = nw_training_noise()
-    relation = "above" if lowest > noise else "below"
-    return (
-        f"- mean of $\\epsilon_i^2$ over the 50 training targets: **{noise:.3f}** "
-        "(expectation 0.25);\n"
-        f"- smallest leave-one-out error of the chapter: **{lowest:.3f}** ({name.lower()}), "
-        f"{relation} this sample's own noise.\n"
-    )
-
-
 def nw_weight_spread(weights: torch.Tensor) -> float:
     """How many keys a query averages over, at the median query: ``1 / sum_i alpha_i^2``.
 
@@ -270,52 +255,60 @@ def nw_weight_spread(weights: torch.Tensor) -> float:
     return (1 / (weights**2).sum(dim=-1)).median().item()
 
 
-def nw_learned_width_verdict(learned: float, chosen: float, step: float) -> dict[str, str]:
-    """Whether gradient descent found the bandwidth that leave-one-out picked from the grid.
+def nw_verdict(
+    learned: float, chosen: float, step: float, lowest: float, noise: float
+) -> dict[str, str]:
+    """The chapter's words that depend on its numbers; the rest of each sentence is the page's.
 
     Args:
         learned: The bandwidth ``1/w`` of the trained model.
         chosen: The Gaussian bandwidth that leave-one-out picked from `BANDWIDTHS`.
         step: The spacing of that grid.
+        lowest: The smallest leave-one-out error of the chapter's estimators.
+        noise: The mean of the squared noise over the training targets.
 
     Returns:
-        ``"agreement"``: the end of the sentence that compares the two bandwidths;
-        ``"summary"``: the sentence that opens the chapter's conclusion on learning.
+        ``"agreement"``: the end of the sentence that compares the two bandwidths, whether
+        gradient descent found the one the search picked (within one step of the grid);
+        ``"summary"``: the end of the sentence that opens the chapter's conclusion on
+        learning; ``"noise_relation"``: whether the lowest leave-one-out error is ``"above"``
+        or ``"below"`` the sample's own noise.
     """
     if abs(learned - chosen) <= step + 1e-9:
-        return {
+        words = {
             "agreement": (
                 f"within one step of the grid ({step:g}) of the one that leave-one-out picked "
                 f"from it, {chosen:.2f}: gradient descent found the same answer as the search, "
                 "because it minimizes the same loss."
             ),
+            "summary": "recovers what a grid search over the same leave-one-out loss finds.",
+        }
+    else:
+        words = {
+            "agreement": (
+                f"more than one step of the grid ({step:g}) away from the one that leave-one-out "
+                f"picked from it, {chosen:.2f}: although both minimize the same loss, gradient "
+                "descent stopped elsewhere than the search."
+            ),
             "summary": (
-                "Learning one attention parameter by gradient descent recovers what a grid "
-                "search over the same leave-one-out loss finds."
+                "did not land where a grid search over the same leave-one-out loss lands, in this "
+                "build."
             ),
         }
-    return {
-        "agreement": (
-            f"more than one step of the grid ({step:g}) away from the one that leave-one-out "
-            f"picked from it, {chosen:.2f}: although both minimize the same loss, gradient "
-            "descent stopped elsewhere than the search."
-        ),
-        "summary": (
-            "Learning one attention parameter by gradient descent did not land where a grid "
-            "search over the same leave-one-out loss lands, in this build."
-        ),
-    }
+    return words | {"noise_relation": "above" if lowest > noise else "below"}
 
 
 def nw_facts() -> dict[str, str]:
-    """Values and sentences for the prose: the learned width, the spread of the weights, time.
+    """The numbers the chapter's sentences cite, and `nw_verdict`'s words on them.
 
     Returns:
         ``"w"`` and ``"bandwidth"`` (``1/w``) of the trained model; ``"spread_initial"`` and
         ``"spread_learned"``: `nw_weight_spread` of the test queries' weights with
         ``sigma = 1`` and with the learned width; ``"train_seconds"``: the CPU time of one
         training with the package's defaults on one thread (the median of three, after an
-        untimed one); and `nw_learned_width_verdict`'s sentences.
+        untimed one); ``"noise"`` (this sample's mean squared noise over the training targets)
+        and ``"lowest_loo"``, ``"lowest_estimator"`` (the smallest leave-one-out error of the
+        chapter, and whose); and `nw_verdict`'s words.
     """
     data = nw_data()
     model, _ = nw_trained_model()
@@ -328,29 +321,40 @@ def nw_facts() -> dict[str, str]:
         seconds = median_seconds(
             lambda: train_nw_kernel_regression(data.x_train, data.y_train), 3, time.thread_time
         )
+    rows = nw_test_errors()  # (estimator, bandwidth, leave-one-out error, test error)
+    name, _, lowest, _ = min(rows, key=lambda row: row[2])
+    noise = nw_training_noise()
     return {
         "w": f"{model.w.item():.2f}",
         "bandwidth": f"{bandwidth:.2f}",
         "spread_initial": f"{nw_weight_spread(initial):.0f}",
         "spread_learned": f"{nw_weight_spread(model.attention_weights):.0f}",
         "train_seconds": f"{seconds:.2f}",
-        **nw_learned_width_verdict(bandwidth, nw_loo_bandwidth("gaussian"), step),
+        "noise": f"{noise:.3f}",
+        "lowest_loo": f"{lowest:.3f}",
+        "lowest_estimator": name.lower(),
+        **nw_verdict(bandwidth, nw_loo_bandwidth("gaussian"), step, lowest, noise),
     }
 
 
-def nw_exercise_without_leave_one_out() -> str:
-    """One line: what exercise 2's training without leave-one-out printed at build time."""
-    printed = [
-        f"`epoch {epoch:3d}: w = {w:6.2f}, training loss {train:.3f}, test MSE {test:.3f}`"
+def nw_exercise_without_leave_one_out() -> dict[str, str]:
+    """What exercise 2's training without leave-one-out printed at build time, line by line.
+
+    Returns:
+        ``"epoch_<n>"``: the line printed at epoch ``n``, for each reported epoch.
+    """
+    return {
+        f"epoch_{epoch}": (
+            f"epoch {epoch:3d}: w = {w:6.2f}, training loss {train:.3f}, test MSE {test:.3f}"
+        )
         for epoch, w, train, test in nw_without_leave_one_out()
-    ]
-    return "When this page was built, the block printed " + ", ".join(printed) + "."
+    }
 
 
 #: The figures and build-time tables of this module, in the order of the chapter.
 #: Bump when what this module's figures show changes: the build keys them by it
 #: (`attention_book.figures.declaration`), not by their source.
-VERSION = 1
+VERSION = 2
 
 FIGURES = (
     nw_average_pooling,
@@ -363,7 +367,6 @@ FIGURES = (
     nw_parametric_fit,
     nw_heatmaps_compared,
     nw_facts,
-    nw_noise_floor,
     nw_test_error_table,
     nw_exercise_without_leave_one_out,
 )
