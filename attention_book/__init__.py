@@ -1,6 +1,7 @@
 """The Attention Book's package: every component the book teaches, one module per concept.
 
-Its modules, in the order of the book (the API reference documents them in this order):
+Its modules, in the order of the book (the API reference documents them in this order, and any
+module not listed here after them):
 
 - the scoring functions: `masking` (masks and the masked softmax: the only mask code) and
   `attention` (additive and scaled dot-product attention);

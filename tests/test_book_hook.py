@@ -96,6 +96,7 @@ KEYED = [
 
 
 def test_a_figure_key_changes_with_what_the_figure_declares_and_never_with_source(tmp_path):
+    import importlib
     import json
     import shutil
     import subprocess
@@ -106,13 +107,19 @@ def test_a_figure_key_changes_with_what_the_figure_declares_and_never_with_sourc
     (tmp_path / "tests" / "recorded").mkdir(parents=True)
     (tmp_path / "tests" / "recorded" / "headlines.json").write_text("{}")
     comment = "\n# an edit\n"
-    bump = ("\nVERSION = 1\n", "\nVERSION = 2\n")
+
+    def bump(module: str) -> list[str]:
+        """The module's VERSION line, and the same line one version later."""
+        version = importlib.import_module(module).VERSION
+        return [f"\nVERSION = {version}\n", f"\nVERSION = {version + 1}\n"]
+
     edits = [
         ["attention_book/masking.py", "", comment],  # a module most figures reach
         ["attention_book/experiments/multihead.py", "", comment],  # a refactor, a comment
         ["attention_book/figures/bahdanau.py", "", comment],
-        ["attention_book/experiments/multihead.py", *bump],  # what the chapter trains changed
-        ["attention_book/figures/bahdanau.py", *bump],  # what the chapter draws changed
+        # What the chapter trains changed, then what it draws.
+        ["attention_book/experiments/multihead.py", *bump("attention_book.experiments.multihead")],
+        ["attention_book/figures/bahdanau.py", *bump("attention_book.figures.bahdanau")],
         ["attention_book/figures/__init__.py", "RENDER_VERSION = 1", "RENDER_VERSION = 2"],
         ["benchmarks/results/run.json", "", "{}"],  # a committed benchmark result
         ["tests/recorded/headlines.json", "", " "],  # the recorded spreads

@@ -115,7 +115,7 @@ def test_the_command_fails_on_a_bad_page_and_names_it(tmp_path: Path, capsys):
 
 
 INTERPRETER_BLOCKS = {
-    'import torch\nfrom attention_book.flash import flash_attention\nq = torch.randn(1, 1, 4, 8)\n'
+    "import torch\nfrom attention_book.flash import flash_attention\nq = torch.randn(1, 1, 4, 8)\n"
     'flash_attention(q, q, q, backend="triton")\n': 1,  # what the page held: fails alone
     'import os\nos.environ.setdefault("TRITON_INTERPRET", "1")\nimport triton\n': 0,
     "import torch\nprint(torch.ones(2))\n": 0,  # no Triton
