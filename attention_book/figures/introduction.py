@@ -32,9 +32,8 @@ __all__ = [
     "FIGURES",
     "introduction_bottleneck_diagram",
     "introduction_evidence_facts",
-    "introduction_evidence_verdicts",
     "introduction_exact_match_by_length",
-    "introduction_exact_match_findings",
+    "introduction_verdict",
 ]
 
 
@@ -86,101 +85,95 @@ def introduction_exact_match_by_length() -> Figure:
     return fig
 
 
-def introduction_exact_match_findings() -> str:
-    """Markdown bullets: the share of exactly right translations, shortest and longest sources."""
-    result = bahdanau_experiment()
-    references, lengths = bahdanau_test_references()
-    first, last = bucket_label(*LENGTH_BUCKETS[0]), bucket_label(*LENGTH_BUCKETS[-1])
-    lines = []
-    for name, label in (("plain", "without attention"), ("attention", "with attention")):
-        shares = bahdanau_exact_match_by_bucket(result["greedy"][name], references, lengths)
-        lines.append(
-            f"- Exactly right, {label}: {shares[0]:.1f}% of the test sentences of {first} "
-            f"tokens and {shares[-1]:.1f}% of those of {last} tokens (at most "
-            f"{max(shares):.1f}% in any bucket); the share {length_trend(shares[0], shares[-1])} "
-            "with length."
-        )
-    return "\n".join(lines) + "\n"
-
-
-def introduction_evidence_verdicts(
-    bleu: dict[str, list[float]], exact: dict[str, list[float]], parameters: dict[str, int]
+def introduction_verdict(
+    bleu: dict[str, list[float]], exact: dict[str, list[float]]
 ) -> dict[str, str]:
-    """The Introduction's sentences on the experiment, worded from its numbers.
+    """The Introduction's words on the experiment that depend on its numbers.
 
     Args:
         bleu: Per model (``"plain"``, ``"attention"``), test BLEU in each bucket of
             `LENGTH_BUCKETS`.
         exact: The same for the percentage of test sentences translated exactly right.
-        parameters: Per model, its number of parameters.
 
     Returns:
-        ``"parameters_plain"``, ``"parameters_attention"`` (with thousands separators);
-        ``"plain_short"``: how the model without attention does on the shortest sources (weak
-        where it translates fewer than half of them exactly right); ``"verdict"``: what the
-        gap between the models shows, and, when the plain model's BLEU falls with length,
-        what the experiment cannot tell about that decline.
+        ``"exact_trend_plain"`` and ``"exact_trend_attention"``: how each model's share of
+        exactly right translations moves with the source length (`length_trend`);
+        ``"plain_short"``: the opening of the sentence on the model without attention on the
+        shortest sources (weak where it translates fewer than half of them exactly right);
+        ``"helps"``: how much attention helps, from the gap between the models in every
+        bucket; ``"decline"``: whether the plain model's BLEU falls with length, and what the
+        experiment cannot tell about that decline.
     """
-    first = bucket_label(*LENGTH_BUCKETS[0])
-    facts = {f"parameters_{name}": f"{parameters[name]:,}" for name in ("plain", "attention")}
-    short = (
-        f"on sources of {first} tokens it reaches a BLEU of {bleu['plain'][0]:.1f} and "
-        f"translates {exact['plain'][0]:.1f}% of them exactly right (the attention model: "
-        f"{bleu['attention'][0]:.1f} and {exact['attention'][0]:.1f}%)"
-    )
+    words = {
+        f"exact_trend_{name}": length_trend(exact[name][0], exact[name][-1])
+        for name in ("plain", "attention")
+    }
     if exact["plain"][0] < 50:
-        facts["plain_short"] = (
+        words["plain_short"] = (
             "And the model without attention is already weak on the shortest sentences, where "
-            f"a fixed context should suffice: {short}."
+            "a fixed context should suffice:"
         )
     else:
-        facts["plain_short"] = (
+        words["plain_short"] = (
             "On the shortest sentences, where a fixed context should suffice, the model "
-            f"without attention does well: {short}."
+            "without attention does well:"
         )
     gaps = [a - p for a, p in zip(bleu["attention"], bleu["plain"], strict=True)]
     ahead = sum(gap > 0 for gap in gaps)
     if ahead == len(gaps):
         size = "a great deal" if min(gaps) >= 10 else "somewhat"
-        verdict = (
-            f"So the experiment shows that, at this training budget, attention helps {size} on "
-            f"this corpus: the attention model is ahead by {min(gaps):.1f} to "
+        words["helps"] = (
+            f"{size} on this corpus: the attention model is ahead by {min(gaps):.1f} to "
             f"{max(gaps):.1f} BLEU points at every length"
         )
     else:
-        verdict = (
-            "So the experiment shows that, at this training budget, attention helps on this "
-            f"corpus in {ahead} of the {len(gaps)} length buckets only"
-        )
+        words["helps"] = f"on this corpus in {ahead} of the {len(gaps)} length buckets only"
     if length_trend(bleu["plain"][0], bleu["plain"][-1]) == "falls":
-        verdict += (
-            "; it does not by itself show that the fixed context is what makes the plain "
-            "model decline with length."
+        words["decline"] = (
+            "it does not by itself show that the fixed context is what makes the plain model "
+            "decline with length."
         )
     else:
-        verdict += "; the plain model does not decline with length here."
-    facts["verdict"] = verdict
-    return facts
+        words["decline"] = "the plain model does not decline with length here."
+    return words
 
 
 def introduction_evidence_facts() -> dict[str, str]:
-    """`introduction_evidence_verdicts` of the cached run: values and sentences for the prose."""
+    """The numbers the Introduction's evidence cites, and `introduction_verdict`'s words.
+
+    Returns:
+        ``"parameters_plain"``, ``"parameters_attention"`` (with thousands separators); the
+        shortest and the longest length bucket (``"first_bucket"``, ``"last_bucket"``); per
+        model, test BLEU and the share of exactly right translations on the shortest sources
+        (``"bleu_first_plain"``, ``"exact_first_plain"``, ...), that share on the longest and
+        its largest in any bucket (``"exact_last_plain"``, ``"exact_max_plain"``, ...); and
+        `introduction_verdict`'s words.
+    """
     result = bahdanau_experiment()
     references, lengths = bahdanau_test_references()
     names = ("plain", "attention")
     greedy = result["greedy"]
     bleu = {n: bahdanau_bleu_by_bucket(greedy[n], references, lengths)[0] for n in names}
     exact = {n: bahdanau_exact_match_by_bucket(greedy[n], references, lengths) for n in names}
-    return introduction_evidence_verdicts(bleu, exact, result["num_parameters"])
+    facts = {
+        "first_bucket": bucket_label(*LENGTH_BUCKETS[0]),
+        "last_bucket": bucket_label(*LENGTH_BUCKETS[-1]),
+    }
+    for name in names:
+        facts[f"parameters_{name}"] = f"{result['num_parameters'][name]:,}"
+        facts[f"bleu_first_{name}"] = f"{bleu[name][0]:.1f}"
+        facts[f"exact_first_{name}"] = f"{exact[name][0]:.1f}"
+        facts[f"exact_last_{name}"] = f"{exact[name][-1]:.1f}"
+        facts[f"exact_max_{name}"] = f"{max(exact[name]):.1f}"
+    return facts | introduction_verdict(bleu, exact)
 
 
 #: Bump when what this module's figures show changes: the build keys them by it
 #: (`attention_book.figures.declaration`), not by their source.
-VERSION = 1
+VERSION = 2
 
 FIGURES = (
     introduction_bottleneck_diagram,
     introduction_exact_match_by_length,
-    introduction_exact_match_findings,
     introduction_evidence_facts,
 )
