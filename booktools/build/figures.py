@@ -355,7 +355,7 @@ def add_figures(files: Files, config, state: BuildState) -> None:
             figure as a fragment), naming the page.
     """
     pages = [
-        (f"docs/{file.src_uri}", Path(file.abs_src_path).read_text(encoding="utf-8"))
+        (f"docs/{file.src_uri}", file.content_string)
         for file in files.documentation_pages()
     ]
     figures, fragments = referenced_names(pages)

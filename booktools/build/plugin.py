@@ -142,8 +142,9 @@ class BookPlugin(BasePlugin):
         add_live_models(files, config, state)
         add_katex(files, config)
         add_notebooks(files, config, state)
-        # Last: the steps above read each page's file, and a generated API page has none (it
-        # holds docstrings only, no figure, widget or notebook).
+        # Last: the notebooks read each chapter's file on disk, and a generated API page has none
+        # (it holds docstrings only, no figure, widget or notebook; the figures and the widgets
+        # read every page's content, generated or not).
         add_api_pages(files, config, state.book)
         return files
 

@@ -172,7 +172,7 @@ def add_live_models(files: Files, config, state: BuildState) -> None:
         state: This build's state; ``state.live`` learns each widget's facts (`widget_facts`).
     """
     pages = [
-        (f"docs/{file.src_uri}", Path(file.abs_src_path).read_text(encoding="utf-8"))
+        (f"docs/{file.src_uri}", file.content_string)
         for file in files.documentation_pages()
     ]
     names = sorted(referenced_live(pages))
