@@ -37,6 +37,7 @@ __all__ = [
     "beyond_ring_costs_table",
     "beyond_ring_errors_table",
     "beyond_ring_facts",
+    "beyond_verdict",
 ]
 
 COLORS = {"static": "#d62728", "continuous": "#1f77b4", "used": "#2ca02c"}
@@ -63,11 +64,7 @@ def beyond_ring_errors_table() -> str:
         for p in sorted({key[0] for key in largest})
     ]
     header = ["P", *(f"{LAYOUT_NAMES[l]}{', causal' if c else ''}" for l, c in cases)]
-    return (
-        markdown_table(header, rows)
-        + "\n*Largest absolute difference of the output and of the gradients of q, k and v from "
-        "`naive_attention` on one process (float64, gradients by autograd through it).*"
-    )
+    return markdown_table(header, rows)
 
 
 def beyond_ring_costs_table() -> str:
@@ -81,18 +78,12 @@ def beyond_ring_costs_table() -> str:
             f"{_mib(row['peak_forward'])} / {_mib(row['formula_peak_forward'])}",
             _mib(row["peak_backward"]),
         ])  # fmt: skip
-    batch, heads, seq_len, head_dim = RING_COSTS_SHAPE
     header = [
         "P", "queries per process", "β (MiB)", "sent, forward: measured / formula",
         "sent, backward: measured / formula", "peak memory, forward: measured / formula",
         "peak memory, backward",
     ]  # fmt: skip
-    return (
-        markdown_table(header, rows)
-        + f"\n*Per process, in MiB, the most of any rank: {seq_len:,} positions, batch {batch}, "
-        f"{heads} heads of {head_dim}, float32, no mask, contiguous split. Memory counts the "
-        f"tensors a pass allocates (not the rank's own q, k and v).*"
-    )
+    return markdown_table(header, rows)
 
 
 def beyond_ring_balance_grid() -> Figure:
@@ -126,6 +117,36 @@ def beyond_ring_balance_grid() -> Figure:
     return fig
 
 
+def beyond_verdict(
+    *,
+    formula_exact: bool | None = None,
+    paged_same: bool | None = None,
+    batching_same: bool | None = None,
+) -> dict[str, str]:
+    """The chapter's words that depend on its measurements: whether two results agree.
+
+    Each argument is optional, so that each values function gives only what it measured.
+
+    Args:
+        formula_exact: Whether every measured forward peak of the ring equals the formula.
+        paged_same: Whether the parallel samples drew the same tokens with and without a
+            shared prompt.
+        batching_same: Whether every request got under continuous batching the tokens it gets
+            alone.
+
+    Returns:
+        For each argument given: ``"formula_exact"`` (``"equal"`` or ``"not equal"``),
+        ``"paged_same"`` and ``"batching_same"`` (``"the same"`` or ``"not the same"``).
+    """
+    words = {}
+    if formula_exact is not None:
+        words["formula_exact"] = "equal" if formula_exact else "not equal"
+    for key, same in (("paged_same", paged_same), ("batching_same", batching_same)):
+        if same is not None:
+            words[key] = "the same" if same else "not the same"
+    return words
+
+
 def beyond_ring_facts() -> dict[str, str]:
     """Values for the prose: balance, overlap and memory of the ring, as this build measured.
 
@@ -135,8 +156,9 @@ def beyond_ring_facts() -> dict[str, str]:
         ("contiguous_seconds_ratio", "zigzag_seconds_ratio"), "critical_speedup" (contiguous
         over zig-zag, measured), "step_ms", "hop_ms", "hidden" (what a perfect overlap would
         save of a step), "memory_ratio" (peak forward memory at the largest P over P = 1),
-        "largest_p", "formula_exact" ("equal" if every measured forward peak equals the
-        formula), "largest_error" (of `beyond_ring_errors`) and the shape of the runs.
+        "largest_p", "formula_exact" (`beyond_verdict`: whether every measured forward peak
+        equals the formula), "largest_error" (of `beyond_ring_errors`) and the shape of the
+        runs ("seq_len", "shape").
     """
     balance, overlap, costs = beyond_ring_balance(), beyond_ring_overlap(), beyond_ring_costs()
     errors = beyond_ring_errors()
@@ -157,7 +179,7 @@ def beyond_ring_facts() -> dict[str, str]:
         "hidden": f"{overlap['hidden']:.0%}",
         "memory_ratio": f"{last['peak_forward'] / one['peak_forward']:.2f}",
         "largest_p": str(RING_WORLD_SIZES[-1]),
-        "formula_exact": "equal" if exact else "not equal",
+        **beyond_verdict(formula_exact=exact),
         "largest_error": f"{max(max(r['forward'], r['backward']) for r in errors):.1e}",
         "seq_len": f"{seq_len:,}",
         "shape": f"batch {batch}, {heads} heads of {head_dim}",
@@ -203,7 +225,8 @@ def beyond_paged_facts() -> dict[str, str]:
     Returns:
         "waste_max_len", "waste_request", "waste_16" and "waste_1" (shares reserved but
         unused), "used_mib", "requests", and of the parallel samples: "prompt", "samples",
-        "sample_tokens", "shared_blocks", "copied_blocks", "saved" and "same".
+        "sample_tokens", "shared_blocks", "copied_blocks", "saved" and "same" (`beyond_verdict`:
+        whether the samples drew the same tokens both ways).
     """
     memory, sampling = beyond_paged_memory(), beyond_parallel_sampling()
     return {
@@ -219,7 +242,7 @@ def beyond_paged_facts() -> dict[str, str]:
         "shared_blocks": str(sampling["shared"]),
         "copied_blocks": str(sampling["copied"]),
         "saved": f"{1 - sampling['shared'] / sampling['copied']:.0%}",
-        "same": "the same" if sampling["same"] else "not the same",
+        "same": beyond_verdict(paged_same=sampling["same"])["paged_same"],
     }
 
 
@@ -264,7 +287,7 @@ def beyond_batching_facts() -> dict[str, str]:
         Per policy ("static_", "continuous_"): "steps", "seconds", "tokens_per_second",
         "mean_latency" (seconds); the ratios "steps_ratio", "throughput_ratio",
         "latency_ratio" (static over continuous, continuous's throughput over static's);
-        "same" ("the same" if every request got the tokens it gets alone), "tokens",
+        "same" (`beyond_verdict`: whether every request got the tokens it gets alone), "tokens",
         "requests", "stopped" (requests that ended at the stop token, before their limit),
         "median_tokens" (tokens generated per request), "max_batch", "block_size" and
         "max_new".
@@ -285,7 +308,7 @@ def beyond_batching_facts() -> dict[str, str]:
         "steps_ratio": f"{static['steps'] / continuous['steps']:.2f}",
         "throughput_ratio": f"{static['seconds'] / continuous['seconds']:.2f}",
         "latency_ratio": f"{facts['_static_latency'] / facts['_continuous_latency']:.2f}",
-        "same": "the same" if result["same_as_alone"] else "not the same",
+        "same": beyond_verdict(batching_same=result["same_as_alone"])["batching_same"],
         "tokens": f"{result['tokens']:,}",
         "requests": str(len(static["tokens"])),
         "stopped": str(sum(t[-1] == result["eos"] for t in continuous["tokens"])),
@@ -298,7 +321,7 @@ def beyond_batching_facts() -> dict[str, str]:
 
 #: Bump when what this module's figures show changes: the build keys them by it
 #: (`attention_book.figures.declaration`), not by their source.
-VERSION = 1
+VERSION = 2
 
 FIGURES = (
     beyond_ring_errors_table,
