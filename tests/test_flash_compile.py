@@ -286,3 +286,20 @@ def test_the_changes_the_chapter_lists_are_what_the_report_shows():
     # "The dQ loop did not change", "before and after".
     assert numbers["dq_fmul_before"] == numbers["dq_fmul_after"]
     assert numbers["dq_instructions_before"] == numbers["dq_instructions_after"]
+
+
+def test_the_kernel_package_reads_the_report_and_the_figures_build_its_tables():
+    """The tables of the chapter are Markdown of the figures layer, not of the kernel package."""
+    from attention_book.figures import draw
+    from attention_book.flash import compile_report
+
+    assert not [name for name in dir(compile_report) if name.endswith("_markdown")]
+    results = Path(__file__).resolve().parents[1] / "benchmarks" / "results"
+    report = _committed_report()
+    listed = compiled.select(report, implementation="ours", listed=True, causal=False)
+    table = draw("flash_compile_table", results)
+    # One row per listed configuration of the tuned kernels, the preprocessing kernel aside.
+    assert table.count("\n") == 1 + sum(row["kernel"] != "preprocess" for row in listed)
+    first = next(row for row in listed if row["kernel"] != "preprocess")
+    assert f"| {compile_report.tile_name(first['config'])} |" in table
+    assert compile_report.loop_count(first) is not None

@@ -4,8 +4,9 @@ That page is ``docs/chapters/flash-attention-compiled.md``.
 
 They read the compile report that ``benchmarks/flash_compile.py`` commits as
 ``benchmarks/results/flash_compile.json`` (through `attention_book.flash.compiled.load_report`)
-and return its tables, or the values that the chapter's own sentences cite
-(`attention_book.flash.compile_report`); each takes the directory of the results as its
+and return its tables, built here from the compilations that
+`attention_book.flash.compile_report` selects, or the values that the chapter's own sentences
+cite (from the same module); each takes the directory of the results as its
 `results_dir` argument (see `attention_book.figures`), and fails with a clear error when there
 is no report. The chapter's other figures are in
 `attention_book.figures.flash`.
@@ -20,6 +21,14 @@ from matplotlib.figure import Figure
 
 from attention_book.figures import inline_svg
 from attention_book.flash import compile_report, compiled
+from attention_book.flash.compile_report import (
+    IMPLEMENTATIONS,
+    KERNEL_NAMES,
+    first_match,
+    loop_count,
+    tile_name,
+)
+from attention_book.flash.compiled import select
 from attention_book.plotting import BOOK_STYLE, new_figure
 
 __all__ = [
@@ -71,7 +80,7 @@ def flash_compile_resources(results_dir: Path) -> str:
     Returns:
         A Markdown table.
     """
-    return compile_report.resources_markdown(_report(results_dir))
+    return _resources_table(_report(results_dir))
 
 
 def flash_compile_table(results_dir: Path) -> str:
@@ -83,7 +92,7 @@ def flash_compile_table(results_dir: Path) -> str:
     Returns:
         A Markdown table.
     """
-    return compile_report.table_markdown(_report(results_dir))
+    return _configurations_table(_report(results_dir))
 
 
 def flash_compile_score_paths(results_dir: Path) -> dict[str, str]:
@@ -121,7 +130,174 @@ def flash_compile_before_after(results_dir: Path) -> str:
     Returns:
         A Markdown table.
     """
-    return compile_report.before_after_markdown(_report(results_dir))
+    return _before_after_table(_report(results_dir))
+
+
+# ---------------------------------------------------------------------------------------------
+# The tables, built from the compilations that `attention_book.flash.compile_report` selects
+
+
+def _resources_table(report: dict) -> str:
+    """Each kernel's resources by GPU, over its listed configurations: a Markdown table.
+
+    Args:
+        report: The compile report.
+
+    Returns:
+        The table.
+    """
+    settings = report["settings"]
+    lines = [
+        "| GPU | kernel | configurations listed | registers | bytes spilled "
+        "| shared memory, KB (the most a block may use) | matrix multiply |",
+        "|---|---|---:|---:|---:|---:|---|",
+    ]
+    ours = select(report, implementation="ours", listed=True)
+    for target, limits in settings["targets"].items():
+        for kernel, name in KERNEL_NAMES.items():
+            rows = [r for r in ours if r["target"] == target and r["kernel"] == kernel]
+            if not rows:
+                continue
+            registers = sorted({r["registers"] for r in rows})
+            spilled = max(r["spill_stores"] + r["spill_loads"] for r in rows)
+            shared = max(r["shared_memory"] for r in rows) / 1024
+            mma = {
+                "wgmma" if r["ptx"]["wgmma"] else "mma.sync" if r["ptx"]["mma_sync"] else "none"
+                for r in rows
+            }  # fmt: skip
+            listed = {(tuple(r["config"] or ()), r["head_dim"]) for r in rows}
+            limit = limits["shared_memory_limit"] / 1024
+            lines.append(
+                f"| {target} | {name} | {len(listed)} | {registers[0]}–{registers[-1]} "
+                f"| {spilled} | {shared:.0f} ({limit:.0f}) | {', '.join(sorted(mma))} |"
+            )
+    return "\n".join(lines)
+
+
+def _configurations_table(report: dict) -> str:
+    """Every listed configuration of the tuned kernels (not causal / causal): a Markdown table.
+
+    Args:
+        report: The compile report.
+
+    Returns:
+        The table: registers, spills, shared memory and main-loop instructions of each.
+    """
+    lines = [
+        "| GPU | kernel | d | tile | registers | bytes spilled | shared memory, KB "
+        "| main loop, instructions |",
+        "|---|---|---:|---|---:|---:|---:|---:|",
+    ]
+    for row in select(report, implementation="ours", listed=True, causal=False):
+        if row["kernel"] == "preprocess":
+            continue
+        causal = first_match(
+            report, implementation="ours", kernel=row["kernel"], target=row["target"],
+            head_dim=row["head_dim"], config=row["config"], causal=True,
+        )  # fmt: skip
+        pair = [row] if causal is None else [row, causal]
+        cells = [
+            " / ".join(str(value(r)) for r in pair) for value in (
+                lambda r: r["registers"],
+                lambda r: r["spill_stores"] + r["spill_loads"],
+                lambda r: f"{r['shared_memory'] / 1024:.0f}",
+                loop_count,
+            )
+        ]  # fmt: skip
+        lines.append(
+            f"| {row['target']} | {KERNEL_NAMES[row['kernel']]} | {row['head_dim']} "
+            f"| {tile_name(row['config'])} | " + " | ".join(cells) + " |"
+        )
+    return "\n".join(lines)
+
+
+def _before_after_table(report: dict) -> str:
+    """The table of the tuning: main loops, spills and shared memory, before and after."""
+    lines = [
+        "| compiled for sm_90 unless said, float16 | before | after | Triton's tutorial |",
+        "|---|---:|---:|---:|",
+    ]
+
+    def fwd(name, head_dim, config, causal=False):
+        return first_match(report, implementation=name, kernel="fwd", target="sm_90",
+                      head_dim=head_dim, config=config, causal=causal)  # fmt: skip
+
+    for head_dim, config in ((64, [128, 64, 4, 3]), (128, [128, 64, 8, 3])):
+        rows = [fwd(name, head_dim, config) for name in IMPLEMENTATIONS]
+        for what, opcode in (("instructions", None), ("FMULs", "FMUL")):
+            values = ["–" if v is None else str(v) for v in (loop_count(r, opcode) for r in rows)]
+            lines.append(
+                f"| forward main loop, d = {head_dim}, {tile_name(config)}: {what} "
+                f"| {' | '.join(values)} |"
+            )
+    for config in ([128, 64, 4, 2], [128, 64, 4, 3]):
+        cells = []
+        for name in IMPLEMENTATIONS:
+            pair = [fwd(name, 128, config, causal) for causal in (False, True)]
+            cells.append(" / ".join("–" if r is None else str(r["spill_stores"]) for r in pair))
+        lines.append(
+            f"| forward, d = 128, {tile_name(config)}: bytes spilled (not causal / causal) "
+            f"| {' | '.join(cells)} |"
+        )
+    big = [fwd(name, 128, [128, 128, 8, 4]) for name in ("baseline", "ours")]
+    if all(big):
+        most = big[1]["shared_memory_limit"] / 1024
+        lines.append(
+            f"| forward, d = 128, {tile_name([128, 128, 8, 4])}: shared memory, KB (the most "
+            f"a block may use: {most:.0f}) | {big[0]['shared_memory'] / 1024:.0f} "
+            f"| {big[1]['shared_memory'] / 1024:.0f} | – |"
+        )
+
+    def bwd(name, kernel, head_dim, config):
+        return first_match(report, implementation=name, kernel=kernel, target="sm_90",
+                      head_dim=head_dim, config=config, causal=False)  # fmt: skip
+
+    for kernel, config in (("dkdv", [32, 128, 8, 3]), ("dq", [128, 64, 8, 3])):
+        values = [loop_count(bwd(name, kernel, 128, config)) for name in ("baseline", "ours")]
+        lines.append(
+            f"| {KERNEL_NAMES[kernel]} main loop, d = 128, {tile_name(config)}: instructions "
+            f"| {' | '.join('–' if v is None else str(v) for v in values)} | – |"
+        )
+    # The tutorial's backward is one kernel with both loops, at tiles of its own.
+    tiles = {"dkdv": [32, 128, 4, 5], "dq": [128, 32, 4, 5]}
+    functions = {"dkdv": "_attn_bwd_dkdv", "dq": "_attn_bwd_dq"}
+    for head_dim in (64, 128):
+        theirs = first_match(report, implementation="tutorial", kernel="bwd", target="sm_90",
+                        head_dim=head_dim, causal=False)  # fmt: skip
+        for kernel, config in tiles.items():
+            values = [
+                loop_count(bwd(name, kernel, head_dim, config)) for name in ("baseline", "ours")
+            ]
+            values.append(loop_count(theirs, function=functions[kernel]))
+            lines.append(
+                f"| {KERNEL_NAMES[kernel]} main loop, d = {head_dim}, the tutorial's tile, "
+                f"{tile_name(config)}: instructions "
+                f"| {' | '.join('–' if v is None else str(v) for v in values)} |"
+            )
+        spilled = [
+            " + ".join(
+                "–" if (row := bwd(name, kernel, head_dim, config)) is None
+                else str(row["spill_stores"]) for kernel, config in tiles.items()
+            )
+            for name in ("baseline", "ours")
+        ]  # fmt: skip
+        spilled.append("–" if theirs is None else str(theirs["spill_stores"]))
+        lines.append(
+            f"| backward, d = {head_dim}, the tutorial's tiles: bytes spilled (dK/dV + dQ; the "
+            f"tutorial: one kernel for both) | {' | '.join(spilled)} |"
+        )
+    for target in report["settings"]["targets"]:
+        counts = []
+        for name in ("baseline", "ours"):
+            listed = select(report, implementation=name, listed=True, target=target)
+            spilled = sum(bool(r["spill_stores"] or r["spill_loads"]) for r in listed)
+            counts.append(f"{spilled} of {len(listed)}")
+        lines.append(
+            f"| compilations of listed configurations that spill, {target} (every head dim, "
+            f"both masks) "
+            f"| {counts[0]} | {counts[1]} | – |"
+        )
+    return "\n".join(lines)
 
 
 def _mix_figure(kinds: list[str], mixes: dict[str, dict[str, int]]) -> Figure:

@@ -13,8 +13,9 @@ The same function three ways, from the easiest to read to the fastest, one file 
   autograd Function `TritonAttention`.
 - `api`: `flash_attention`, the one entry point: it checks its inputs and picks a backend.
 - `compiled`: reading what the compiler made of a kernel (ptxas's report, PTX, SASS loops),
-  and `compile_report`: that reading, for the kernels of `kernels`, in the words and tables of
-  the chapter (``benchmarks/flash_compile.py`` writes the report).
+  and `compile_report`: that reading, for the kernels of `kernels`, in the numbers the chapter
+  cites (``benchmarks/flash_compile.py`` writes the report; the chapter's tables are built from
+  it by `attention_book.figures.flash_compiled`).
 
 `attention_mask` (the block masks of the tiled code) lives in `attention_book.masking`, and
 `measure_tensor_memory` (the exact tensor-memory counter) in `attention_book.memory`; both are

@@ -1,4 +1,4 @@
-"""The compile report in numbers and tables: what the FlashAttention chapter shows of it.
+"""The compile report in numbers: what the FlashAttention chapter shows of it.
 
 ``benchmarks/flash_compile.py`` compiles the kernels of `attention_book.flash.kernels` (and,
 for comparison, those of Triton's fused-attention tutorial and of this package before its
@@ -6,11 +6,11 @@ tuning) for sm_90 and sm_80 on a CPU, and writes ``benchmarks/results/flash_comp
 The functions here read that report (as `attention_book.flash.compiled.load_report` reads it)
 for the chapter's deep dive "What the compiler made of our kernel"
 (``docs/chapters/flash-attention-compiled.md``): the values its prose cites
-(`compile_facts`, `change_numbers`, `score_paths`) and its tables (`resources_markdown`,
-`table_markdown`, `before_after_markdown`). The sentences are the chapter's own; the verdicts
-they state are asserted by ``tests/test_flash_compile.py`` against the committed report.
-`attention_book.figures.flash_compiled` calls these functions, and draws the one figure, from
-`instruction_groups`.
+(`compile_facts`, `change_numbers`, `score_paths`) and the compilations its tables read
+(`select`, `first_match`, `loop_count`, `showcase`, `instruction_groups`). The sentences are
+the chapter's own; the verdicts they state are asserted by ``tests/test_flash_compile.py``
+against the committed report. `attention_book.figures.flash_compiled` builds the chapter's
+tables and its one figure from these functions.
 
 The report keeps the SASS of one "showcase" compilation per implementation (the forward,
 128 x 64 tiles, 4 warps, 3 stages, head dim 64, not causal, sm_90), from which `score_paths`
@@ -28,16 +28,16 @@ from attention_book.flash.compiled import OPCODE_GROUPS, group_mix, main_loop, s
 from attention_book.memory import measure_tensor_memory
 
 __all__ = [
+    "IMPLEMENTATIONS",
     "KERNEL_NAMES",
-    "before_after_markdown",
     "change_numbers",
     "compile_facts",
+    "first_match",
     "instruction_groups",
     "kernels_changed_since",
-    "resources_markdown",
+    "loop_count",
     "score_paths",
     "showcase",
-    "table_markdown",
     "tile_name",
 ]
 
@@ -45,7 +45,8 @@ __all__ = [
 KERNEL_NAMES = {
     "fwd": "forward", "dkdv": "dK/dV", "dq": "dQ", "preprocess": "D and base-2 lse",
 }  # fmt: skip
-_LABELS = {"baseline": "Before", "ours": "After", "tutorial": "Triton's tutorial"}
+#: The implementations the report compiles, as the chapter's tables head their columns.
+IMPLEMENTATIONS = {"baseline": "Before", "ours": "After", "tutorial": "Triton's tutorial"}
 
 
 def tile_name(config: list[int]) -> str:
@@ -70,13 +71,20 @@ def kernels_changed_since(report: dict) -> bool:
     return digest.hexdigest() != report["environment"].get("kernels_sha256")
 
 
-def _first(report: dict, **fields) -> dict | None:
+def first_match(report: dict, **fields) -> dict | None:
+    """The first compilation of the report whose fields have these values, or None."""
     rows = select(report, **fields)
     return rows[0] if rows else None
 
 
-def _count(row: dict | None, opcode: str | None = None, function: str | None = None):
-    """Instructions (or one opcode's count) of a compilation's main loop, or None."""
+def loop_count(row: dict | None, opcode: str | None = None, function: str | None = None):
+    """Instructions (or one opcode's count) of a compilation's main loop, or None.
+
+    Args:
+        row: A compilation of the report, or None.
+        opcode: Count only this opcode (``"FMUL"``); all instructions when None.
+        function: The kernel function whose main loop (for a compilation of several).
+    """
     loop = main_loop(row, function) if row else None
     if loop is None:
         return None
@@ -97,7 +105,7 @@ def compile_facts(report: dict) -> dict[str, str]:
         whose loop the section dissects; all as text.
     """
     env, settings = report["environment"], report["settings"]
-    count = {name: len(select(report, implementation=name)) for name in _LABELS}
+    count = {name: len(select(report, implementation=name)) for name in IMPLEMENTATIONS}
     batch, heads, seq_len = settings["shape"]
     ours = showcase(report).get("ours", {})
     return {
@@ -118,80 +126,6 @@ def compile_facts(report: dict) -> dict[str, str]:
         "showcase_head_dim": str(ours.get("head_dim", "")),
         "showcase_target": ours.get("target", ""),
     }
-
-
-def resources_markdown(report: dict) -> str:
-    """Each kernel's resources by GPU, over its listed configurations: a Markdown table.
-
-    Args:
-        report: The compile report.
-
-    Returns:
-        The table.
-    """
-    settings = report["settings"]
-    lines = [
-        "| GPU | kernel | configurations listed | registers | bytes spilled "
-        "| shared memory, KB (the most a block may use) | matrix multiply |",
-        "|---|---|---:|---:|---:|---:|---|",
-    ]
-    ours = select(report, implementation="ours", listed=True)
-    for target, limits in settings["targets"].items():
-        for kernel, name in KERNEL_NAMES.items():
-            rows = [r for r in ours if r["target"] == target and r["kernel"] == kernel]
-            if not rows:
-                continue
-            registers = sorted({r["registers"] for r in rows})
-            spilled = max(r["spill_stores"] + r["spill_loads"] for r in rows)
-            shared = max(r["shared_memory"] for r in rows) / 1024
-            mma = {
-                "wgmma" if r["ptx"]["wgmma"] else "mma.sync" if r["ptx"]["mma_sync"] else "none"
-                for r in rows
-            }  # fmt: skip
-            listed = {(tuple(r["config"] or ()), r["head_dim"]) for r in rows}
-            limit = limits["shared_memory_limit"] / 1024
-            lines.append(
-                f"| {target} | {name} | {len(listed)} | {registers[0]}–{registers[-1]} "
-                f"| {spilled} | {shared:.0f} ({limit:.0f}) | {', '.join(sorted(mma))} |"
-            )
-    return "\n".join(lines)
-
-
-def table_markdown(report: dict) -> str:
-    """Every listed configuration of the tuned kernels (not causal / causal): a Markdown table.
-
-    Args:
-        report: The compile report.
-
-    Returns:
-        The table: registers, spills, shared memory and main-loop instructions of each.
-    """
-    lines = [
-        "| GPU | kernel | d | tile | registers | bytes spilled | shared memory, KB "
-        "| main loop, instructions |",
-        "|---|---|---:|---|---:|---:|---:|---:|",
-    ]
-    for row in select(report, implementation="ours", listed=True, causal=False):
-        if row["kernel"] == "preprocess":
-            continue
-        causal = _first(
-            report, implementation="ours", kernel=row["kernel"], target=row["target"],
-            head_dim=row["head_dim"], config=row["config"], causal=True,
-        )  # fmt: skip
-        pair = [row] if causal is None else [row, causal]
-        cells = [
-            " / ".join(str(value(r)) for r in pair) for value in (
-                lambda r: r["registers"],
-                lambda r: r["spill_stores"] + r["spill_loads"],
-                lambda r: f"{r['shared_memory'] / 1024:.0f}",
-                _count,
-            )
-        ]  # fmt: skip
-        lines.append(
-            f"| {row['target']} | {KERNEL_NAMES[row['kernel']]} | {row['head_dim']} "
-            f"| {tile_name(row['config'])} | " + " | ".join(cells) + " |"
-        )
-    return "\n".join(lines)
 
 
 def instruction_groups(report: dict) -> tuple[list[str], dict[str, dict[str, int]]]:
@@ -217,7 +151,9 @@ def score_paths(report: dict) -> dict[str, list[str]]:
         multiply-add that scales it and subtracts its row's maximum, then its exponential.
     """
     show = showcase(report)
-    return {name: score_path(main_loop(show[name])["sass"]) for name in _LABELS if name in show}
+    return {
+        name: score_path(main_loop(show[name])["sass"]) for name in IMPLEMENTATIONS if name in show
+    }
 
 
 def change_numbers(report: dict) -> dict[str, str]:
@@ -250,8 +186,8 @@ def change_numbers(report: dict) -> dict[str, str]:
     values = {
         "tile": tile_name(after["config"]),
         "head_dim": after["head_dim"],
-        "fmul_before": _count(before, "FMUL"),
-        "fmul_after": _count(after, "FMUL"),
+        "fmul_before": loop_count(before, "FMUL"),
+        "fmul_after": loop_count(after, "FMUL"),
         "ldgsts": loads[0].get("LDGSTS", 0),
         "utmaldg": loads[1].get("UTMALDG", 0),
         "int_before": mixes["baseline"]["integer and address"],
@@ -265,17 +201,17 @@ def change_numbers(report: dict) -> dict[str, str]:
     tutorial_tile = [128, 64, 4, 2]
     values["tutorial_tile"] = tile_name(tutorial_tile)
     for name, key in (("baseline", "before"), ("ours", "after"), ("tutorial", "tutorial")):
-        row = _first(report, implementation=name, kernel="fwd", target="sm_90", head_dim=128,
+        row = first_match(report, implementation=name, kernel="fwd", target="sm_90", head_dim=128,
                      config=tutorial_tile, causal=False)  # fmt: skip
         values[f"spilled_{key}"] = None if row is None else row["spill_stores"]
     for kernel, config in (("dkdv", [32, 128, 8, 3]), ("dq", [128, 64, 8, 3])):
         values[f"{kernel}_tile"] = tile_name(config)
         for name, key in (("baseline", "before"), ("ours", "after")):
-            row = _first(report, implementation=name, kernel=kernel, target="sm_90",
+            row = first_match(report, implementation=name, kernel=kernel, target="sm_90",
                          head_dim=128, config=config, causal=False)  # fmt: skip
-            values[f"{kernel}_fmul_{key}"] = _count(row, "FMUL")
-            values[f"{kernel}_instructions_{key}"] = _count(row)
-    pre = _first(report, implementation="ours", kernel="preprocess", target="sm_90",
+            values[f"{kernel}_fmul_{key}"] = loop_count(row, "FMUL")
+            values[f"{kernel}_instructions_{key}"] = loop_count(row)
+    pre = first_match(report, implementation="ours", kernel="preprocess", target="sm_90",
                  head_dim=128, causal=False)  # fmt: skip
     batch, heads, seq_len = report["settings"]["shape"]
     o, grad = (torch.empty(batch, heads, seq_len, 128, dtype=torch.float16, device="meta")
@@ -287,90 +223,3 @@ def change_numbers(report: dict) -> dict[str, str]:
     if missing:
         raise ValueError(f"the compile report lacks the compilations of {missing}")
     return {key: str(value) for key, value in values.items()}
-
-
-def before_after_markdown(report: dict) -> str:
-    """The table of the tuning: main loops, spills and shared memory, before and after."""
-    lines = [
-        "| compiled for sm_90 unless said, float16 | before | after | Triton's tutorial |",
-        "|---|---:|---:|---:|",
-    ]
-
-    def fwd(name, head_dim, config, causal=False):
-        return _first(report, implementation=name, kernel="fwd", target="sm_90",
-                      head_dim=head_dim, config=config, causal=causal)  # fmt: skip
-
-    for head_dim, config in ((64, [128, 64, 4, 3]), (128, [128, 64, 8, 3])):
-        rows = [fwd(name, head_dim, config) for name in _LABELS]
-        for what, opcode in (("instructions", None), ("FMULs", "FMUL")):
-            values = ["–" if v is None else str(v) for v in (_count(r, opcode) for r in rows)]
-            lines.append(
-                f"| forward main loop, d = {head_dim}, {tile_name(config)}: {what} "
-                f"| {' | '.join(values)} |"
-            )
-    for config in ([128, 64, 4, 2], [128, 64, 4, 3]):
-        cells = []
-        for name in _LABELS:
-            pair = [fwd(name, 128, config, causal) for causal in (False, True)]
-            cells.append(" / ".join("–" if r is None else str(r["spill_stores"]) for r in pair))
-        lines.append(
-            f"| forward, d = 128, {tile_name(config)}: bytes spilled (not causal / causal) "
-            f"| {' | '.join(cells)} |"
-        )
-    big = [fwd(name, 128, [128, 128, 8, 4]) for name in ("baseline", "ours")]
-    if all(big):
-        most = big[1]["shared_memory_limit"] / 1024
-        lines.append(
-            f"| forward, d = 128, {tile_name([128, 128, 8, 4])}: shared memory, KB (the most "
-            f"a block may use: {most:.0f}) | {big[0]['shared_memory'] / 1024:.0f} "
-            f"| {big[1]['shared_memory'] / 1024:.0f} | – |"
-        )
-
-    def bwd(name, kernel, head_dim, config):
-        return _first(report, implementation=name, kernel=kernel, target="sm_90",
-                      head_dim=head_dim, config=config, causal=False)  # fmt: skip
-
-    for kernel, config in (("dkdv", [32, 128, 8, 3]), ("dq", [128, 64, 8, 3])):
-        values = [_count(bwd(name, kernel, 128, config)) for name in ("baseline", "ours")]
-        lines.append(
-            f"| {KERNEL_NAMES[kernel]} main loop, d = 128, {tile_name(config)}: instructions "
-            f"| {' | '.join('–' if v is None else str(v) for v in values)} | – |"
-        )
-    # The tutorial's backward is one kernel with both loops, at tiles of its own.
-    tiles = {"dkdv": [32, 128, 4, 5], "dq": [128, 32, 4, 5]}
-    functions = {"dkdv": "_attn_bwd_dkdv", "dq": "_attn_bwd_dq"}
-    for head_dim in (64, 128):
-        theirs = _first(report, implementation="tutorial", kernel="bwd", target="sm_90",
-                        head_dim=head_dim, causal=False)  # fmt: skip
-        for kernel, config in tiles.items():
-            values = [_count(bwd(name, kernel, head_dim, config)) for name in ("baseline", "ours")]
-            values.append(_count(theirs, function=functions[kernel]))
-            lines.append(
-                f"| {KERNEL_NAMES[kernel]} main loop, d = {head_dim}, the tutorial's tile, "
-                f"{tile_name(config)}: instructions "
-                f"| {' | '.join('–' if v is None else str(v) for v in values)} |"
-            )
-        spilled = [
-            " + ".join(
-                "–" if (row := bwd(name, kernel, head_dim, config)) is None
-                else str(row["spill_stores"]) for kernel, config in tiles.items()
-            )
-            for name in ("baseline", "ours")
-        ]  # fmt: skip
-        spilled.append("–" if theirs is None else str(theirs["spill_stores"]))
-        lines.append(
-            f"| backward, d = {head_dim}, the tutorial's tiles: bytes spilled (dK/dV + dQ; the "
-            f"tutorial: one kernel for both) | {' | '.join(spilled)} |"
-        )
-    for target in report["settings"]["targets"]:
-        counts = []
-        for name in ("baseline", "ours"):
-            listed = select(report, implementation=name, listed=True, target=target)
-            spilled = sum(bool(r["spill_stores"] or r["spill_loads"]) for r in listed)
-            counts.append(f"{spilled} of {len(listed)}")
-        lines.append(
-            f"| compilations of listed configurations that spill, {target} (every head dim, "
-            f"both masks) "
-            f"| {counts[0]} | {counts[1]} | – |"
-        )
-    return "\n".join(lines)
