@@ -153,12 +153,12 @@ def test_gpu_section_without_results_is_one_line_not_a_note(tmp_path):
 
 def test_build_sentences_match_the_experiments_they_word():
     from attention_book.experiments.scoring import NUM_KEYS, NUM_TRIALS
-    from attention_book.figures.flash_gpu import flash_roofline_verdict
+    from attention_book.figures.flash_gpu import flash_roofline_facts
     from attention_book.figures.scoring import scoring_sample_sizes
 
     assert f"{NUM_TRIALS:,} queries" in scoring_sample_sizes()
     assert f"{NUM_TRIALS * NUM_KEYS:,} query-key pairs" in scoring_sample_sizes()
-    assert "levels off at 128 FLOP per byte" in flash_roofline_verdict()
+    assert flash_roofline_facts()["limit"] == "128"  # "levels off at 128 FLOP per byte"
 
 
 COMPILE_FIGURES = [

@@ -18,7 +18,13 @@ from attention_book.experiments.flash import GPUS, flash_attention_intensity
 from attention_book.figures import inline_svg
 from attention_book.plotting import BOOK_STYLE, new_figure
 
-__all__ = ["FIGURES", "flash_gpu_results", "flash_roofline", "flash_roofline_verdict"]
+__all__ = [
+    "FIGURES",
+    "flash_gpu_results",
+    "flash_gpu_verdict",
+    "flash_roofline",
+    "flash_roofline_facts",
+]
 
 
 def flash_roofline() -> Figure:
@@ -56,29 +62,49 @@ def flash_roofline() -> Figure:
     return fig
 
 
-def flash_roofline_verdict() -> str:
-    """Markdown bullets: where each tiled line of the roofline stands against each ridge point."""
-    block_m = 128
-    ridges = {name: gpu["tflops"] / gpu["hbm_tb_s"] for name, gpu in GPUS.items()}
-    limit = flash_attention_intensity(2**30, 128, block_m=block_m)["flash"]
+def flash_gpu_verdict(limit: float, ridges: dict[str, float]) -> dict[str, str]:
+    """The page's words on the roofline that depend on its numbers.
+
+    Args:
+        limit: The intensity (FLOP per byte) at which tiled attention levels off when K and V
+            are re-read from HBM for every block of queries.
+        ridges: Each GPU's ridge point (FLOP per byte), by name.
+
+    Returns:
+        ``"no_reuse"``: where that level stands against the ridge points (below every one,
+        naming the lowest, or below which).
+    """
     below = [name for name, ridge in ridges.items() if limit < ridge]
     if len(below) == len(ridges):
         lowest = min(ridges, key=ridges.get)
-        verdict = (
-            f"below the ridge point of every GPU in the table (the lowest is {lowest}'s, "
-            f"{ridges[lowest]:.0f}): without reuse, tiled attention is memory-bound on all of "
-            "them too"
-        )
-    else:
-        names = ", ".join(below) if below else "none"
-        verdict = f"below the ridge points of these GPUs of the table: {names}"
-    crossings = ", ".join(f"{name} at n = {2 * ridge:,.0f}" for name, ridge in ridges.items())
-    return (
-        f"- K and V re-read from HBM for every block of {block_m} queries: the intensity "
-        f"levels off at {limit:.0f} FLOP per byte, {verdict}.\n"
-        f"- K and V fetched from HBM once: the intensity is n/2 and crosses the ridge points "
-        f"({crossings}); from there on the kernel is compute-bound.\n"
-    )
+        return {
+            "no_reuse": (
+                f"below the ridge point of every GPU in the table (the lowest is {lowest}'s, "
+                f"{ridges[lowest]:.0f}): without reuse, tiled attention is memory-bound on all "
+                "of them too"
+            )
+        }
+    names = ", ".join(below) if below else "none"
+    return {"no_reuse": f"below the ridge points of these GPUs of the table: {names}"}
+
+
+def flash_roofline_facts() -> dict[str, str]:
+    """Where each tiled line of the roofline stands against each ridge point, for the bullets.
+
+    Returns:
+        ``"block_m"`` (the query block of the re-reads), ``"limit"`` (the intensity they level
+        off at), ``"crossings"`` (where the n/2 line crosses each GPU's ridge point), and
+        `flash_gpu_verdict`'s words.
+    """
+    block_m = 128
+    ridges = {name: gpu["tflops"] / gpu["hbm_tb_s"] for name, gpu in GPUS.items()}
+    limit = flash_attention_intensity(2**30, 128, block_m=block_m)["flash"]
+    return {
+        "block_m": str(block_m),
+        "limit": f"{limit:.0f}",
+        "crossings": ", ".join(f"{name} at n = {2 * ridge:,.0f}" for name, ridge in ridges.items()),
+        **flash_gpu_verdict(limit, ridges),
+    }
 
 
 def _gpu_results_figure(rows: list[dict]) -> Figure:
@@ -167,6 +193,6 @@ def flash_gpu_results(results_dir: Path) -> str:
 #: The figures and build-time tables of this module, in the order of the page.
 #: Bump when what this module's figures show changes: the build keys them by it
 #: (`attention_book.figures.declaration`), not by their source.
-VERSION = 1
+VERSION = 2
 
-FIGURES = (flash_roofline, flash_roofline_verdict, flash_gpu_results)
+FIGURES = (flash_roofline, flash_roofline_facts, flash_gpu_results)
