@@ -2,7 +2,8 @@
 
 For each size d of queries and keys, random unit-variance queries meet random keys; the
 measurement compares the unscaled scores q.k with the scaled scores q.k / sqrt(d): their
-variance, how saturated the softmax gets, and how much gradient flows back to the scores.
+variance, how saturated the softmax gets, and how much gradient flows back to the scores, and
+one step further, to the query and to each key that produced them.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ __all__ = [
 
 #: Bump when what this module computes changes: the figures that show it are keyed by it
 #: (`attention_book.figures.declaration`).
-VERSION = 1
+VERSION = 2
 
 #: Query/key sizes of the scaling experiment, and its sample sizes.
 DIMS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
@@ -31,35 +32,44 @@ NUM_TRIALS = 1000
 
 
 @cache
-def scoring_scaling_measurements() -> dict[str, list[float]]:
-    """Measure, for each d, what scaling does to dot-product scores and to the softmax.
+def scoring_scaling_measurements(seed: int = 0) -> dict[str, list[float]]:
+    """Measure, for each d, what scaling does to dot-product scores, the softmax and gradients.
 
     For every d, NUM_TRIALS queries each meet NUM_KEYS keys; all components are independent
     standard normal. For the unscaled scores q.k and the scaled scores q.k / sqrt(d) it
-    records: the variance of the scores, the mean of each row's largest softmax weight, and the
-    median norm of the gradient that reaches the scores when a random upstream gradient flows
-    back through the softmax (the gradient a query and its keys would receive in training).
+    records: the variance of the scores, the mean of each row's largest softmax weight, and,
+    when a random upstream gradient flows back through the softmax, the median norm of the
+    gradient that reaches the scores (one norm per query's row of scores), the query (one norm
+    per query) and the keys (one norm per key, the median over all of them).
+
+    Args:
+        seed: Seed of the draws; the chapter shows seed 0, the tests compare a few seeds.
 
     Returns:
         For "unscaled" and "scaled" scores, one value per d of DIMS under the keys
-        "variance_<how>", "largest_weight_<how>" and "gradient_<how>".
+        "variance_<how>", "largest_weight_<how>", "gradient_<how>" (at the scores),
+        "gradient_query_<how>" and "gradient_key_<how>".
     """
-    generator = torch.Generator().manual_seed(0)
+    generator = torch.Generator().manual_seed(seed)
     results: dict[str, list[float]] = {
         f"{what}_{how}": []
-        for what in ("variance", "largest_weight", "gradient")
+        for what in ("variance", "largest_weight", "gradient", "gradient_query", "gradient_key")
         for how in ("unscaled", "scaled")
     }
     for d in DIMS:
         queries = torch.randn(NUM_TRIALS, 1, d, generator=generator)  # (trials, 1, d)
         keys = torch.randn(NUM_TRIALS, NUM_KEYS, d, generator=generator)  # (trials, keys, d)
-        dot = (queries @ keys.transpose(1, 2)).squeeze(1)  # (trials, num_keys)
         upstream = torch.randn(NUM_TRIALS, NUM_KEYS, generator=generator)
         for how, scale in (("unscaled", 1.0), ("scaled", 1 / math.sqrt(d))):
-            scores = (dot * scale).requires_grad_()
+            q, k = queries.clone().requires_grad_(), keys.clone().requires_grad_()
+            scores = (q @ k.transpose(1, 2)).squeeze(1) * scale  # (trials, num_keys)
+            scores.retain_grad()
             weights = torch.softmax(scores, dim=-1)  # (trials, num_keys)
             (weights * upstream).sum().backward()
             results[f"variance_{how}"].append(scores.detach().var().item())
             results[f"largest_weight_{how}"].append(weights.max(dim=-1).values.mean().item())
             results[f"gradient_{how}"].append(scores.grad.norm(dim=-1).median().item())
+            query_norms = q.grad.squeeze(1).norm(dim=-1)  # (trials,)
+            results[f"gradient_query_{how}"].append(query_norms.median().item())
+            results[f"gradient_key_{how}"].append(k.grad.norm(dim=-1).median().item())
     return results

@@ -25,6 +25,9 @@ from attention_book.plotting import BOOK_STYLE, new_figure, show_heatmaps
 __all__ = [
     "FIGURES",
     "scoring_both_heatmaps",
+    "scoring_gradient_at_qk",
+    "scoring_gradient_facts",
+    "scoring_gradient_verdict",
     "scoring_gradient_vs_d",
     "scoring_gradient_words",
     "scoring_masked_softmax",
@@ -148,6 +151,126 @@ def scoring_gradient_vs_d() -> Figure:
             ax.legend(fontsize=8)
         fig.tight_layout()
     return fig
+
+
+def scoring_gradient_at_qk() -> Figure:
+    """Median gradient norm at the query and at a key against d, with and without 1/sqrt(d).
+
+    The same draws as `scoring_gradient_vs_d`, one step further back: the gradient that the
+    scores pass on to the query that produced them (left) and to each key (right, the median
+    over every key of every trial). A median of exactly 0 (float32 underflow) has no place on a
+    log axis; the panel says where it happens.
+    """
+    results = scoring_scaling_measurements()
+    fig = new_figure((9.0, 3.3))
+    with plt.rc_context(BOOK_STYLE):
+        axes = fig.subplots(1, 2)
+        for ax, what, title in zip(
+            axes, ("query", "key"), ("Gradient reaching the query", "Gradient reaching a key"),
+            strict=True,
+        ):  # fmt: skip
+            for how, style, color in (("unscaled", "o-", "#d62728"), ("scaled", "s-", "#1f77b4")):
+                label = "q.k" if how == "unscaled" else "q.k / sqrt(d)"
+                values = results[f"gradient_{what}_{how}"]
+                shown = [(d, v) for d, v in zip(DIMS, values, strict=True) if v > 0]
+                ax.plot(*zip(*shown, strict=True), style, color=color, label=label)
+                zeros = [d for d, v in zip(DIMS, values, strict=True) if v == 0]
+                if zeros:
+                    note = f"{label}: exactly 0\nfrom d = {zeros[0]}"
+                    ax.text(0.97, 0.5, note, transform=ax.transAxes, ha="right", fontsize=7.5,
+                            color=color)  # fmt: skip
+            ax.axvline(64, color="#777777", linestyle=":", linewidth=1)
+            ax.set_xscale("log", base=2)
+            ax.set_yscale("log")
+            ax.set_xlabel("d (size of queries and keys)")
+            ax.set_ylabel(f"median gradient norm ({what})")
+            ax.set_title(title)
+            ax.legend(fontsize=8, loc="lower left")
+        fig.tight_layout()
+    return fig
+
+
+def _from(dims: tuple[int, ...], holds: list[bool]) -> int | None:
+    """The first d from which `holds` is true at every larger d too, or None."""
+    for i in range(len(dims)):
+        if all(holds[i:]):
+            return dims[i]
+    return None
+
+
+def scoring_gradient_verdict(
+    results: dict[str, list[float]], dims: tuple[int, ...] = DIMS, at: int = 64
+) -> dict[str, str]:
+    """The words of the chapter that depend on the gradients at the queries and the keys.
+
+    Args:
+        results: The measurements, as `scoring_scaling_measurements` returns them (at least
+            "gradient_query_<how>" and "gradient_key_<how>", unscaled and scaled).
+        dims: The sizes d the values belong to, in order; they include `at`.
+        at: The size d the chapter compares at.
+
+    Returns:
+        "query_comparison": how the unscaled query gradient at `at` compares with the scaled
+        one ("3.1 times larger than", "2.0 times smaller than" or "about as large as", within
+        25%); "query_below": from which d on the unscaled query gradient stays below the scaled
+        one; "key_comparison": the same comparison for the key gradient (in orders of
+        magnitude from a factor of 100); "key_collapse": from which d on the unscaled key
+        gradient stays 100 times below the scaled one; "order": which of the two loses its
+        gradient at smaller d.
+    """
+    i = dims.index(at)
+
+    def compare(ratio: float) -> str:  # ratio: unscaled / scaled
+        if ratio >= 1.25:
+            return f"{ratio:.1f} times larger than"
+        if ratio > 0.8:
+            return "about as large as"
+        if ratio > 0.01:
+            return f"{1 / ratio:.0f} times smaller than"
+        return f"{-math.log10(ratio):.1f} orders of magnitude smaller than"
+
+    def ratios(what: str) -> list[float]:
+        unscaled, scaled = results[f"gradient_{what}_unscaled"], results[f"gradient_{what}_scaled"]
+        return [u / s for u, s in zip(unscaled, scaled, strict=True)]
+
+    query, key = ratios("query"), ratios("key")
+    below = _from(dims, [r < 1 for r in query])
+    collapse = _from(dims, [r < 0.01 for r in key])
+    last = f"$d = {dims[-1]:,}$"
+    return {
+        "query_comparison": compare(query[i]),
+        "query_below": (
+            f"only from $d = {below:,}$ on" if below is not None else f"at no size up to {last}"
+        ),
+        "key_comparison": compare(key[i]) if key[i] > 0 else "far smaller than",
+        "key_collapse": (
+            f"from $d = {collapse:,}$ on" if collapse is not None else f"at no size up to {last}"
+        ),
+        "order": (
+            "most keys stop learning at sizes where the queries still learn"
+            if collapse is not None and (below is None or collapse < below)
+            else "the queries lose their gradient no later than the keys"
+        ),
+    }
+
+
+def scoring_gradient_facts() -> dict[str, str]:
+    """The numbers the chapter cites on the gradients at queries and keys, and their words.
+
+    Returns:
+        "d" (the size compared at, 64), the median gradient norms there at the query and at
+        a key, unscaled and scaled ("query_unscaled", "query_scaled", "key_unscaled",
+        "key_scaled"), and the words of `scoring_gradient_verdict`.
+    """
+    results = scoring_scaling_measurements()
+    at = 64
+    i = DIMS.index(at)
+    values = {"d": str(at)}
+    for what in ("query", "key"):
+        for how in ("unscaled", "scaled"):
+            value = results[f"gradient_{what}_{how}"][i]
+            values[f"{what}_{how}"] = f"{value:.2g}"
+    return values | scoring_gradient_verdict(results, DIMS, at)
 
 
 def scoring_scaling_table() -> str:
@@ -282,7 +405,7 @@ def scoring_saturation_heatmaps() -> Figure:
 #: The figures and build-time tables of this module, in the order of the chapter.
 #: Bump when what this module's figures show changes: the build keys them by it
 #: (`attention_book.figures.declaration`), not by their source.
-VERSION = 1
+VERSION = 2
 
 FIGURES = (
     scoring_masked_softmax,
@@ -290,6 +413,8 @@ FIGURES = (
     scoring_sample_sizes,
     scoring_variance_vs_d,
     scoring_gradient_vs_d,
+    scoring_gradient_at_qk,
+    scoring_gradient_facts,
     scoring_scaling_table,
     scoring_scaling_notes,
     scoring_saturation_heatmaps,
