@@ -8,19 +8,24 @@ real CPU tensors, check that the two counts agree and that naive and tiled outpu
 
 `flash_attention_intensity` is the roofline model of the chapter (FLOP per byte of HBM
 traffic), and `GPUS` the public specifications it is compared with. Measurements on a GPU are
-made by ``benchmarks/flash_gpu.py``, not here.
+made by ``benchmarks/flash_gpu.py``, not here. `flash_causal_tiles` counts the tiles of scores
+the tiled reference computes with and without a causal mask, by watching its operators.
 """
 
 from __future__ import annotations
 
 import functools
+import inspect
 
 import torch
+from torch.utils._python_dispatch import TorchDispatchMode
 
 from attention_book.flash.reference import naive_attention, tiled_attention_forward
+from attention_book.masking import causal_mask
 from attention_book.memory import measure_tensor_memory
 
 __all__ = [
+    "CAUSAL_SEQ_LEN",
     "CHECKED_ON_CPU",
     "GPUS",
     "MEMORY_BLOCK",
@@ -28,6 +33,7 @@ __all__ = [
     "MEMORY_SEQ_LENS",
     "VERSION",
     "flash_attention_intensity",
+    "flash_causal_tiles",
     "flash_memory_measurements",
     "flash_tiling_example",
     "flash_tiling_steps",
@@ -35,7 +41,7 @@ __all__ = [
 
 #: Bump when what this module computes changes: the figures that show it are keyed by it
 #: (`attention_book.figures.declaration`).
-VERSION = 1
+VERSION = 2
 
 #: Public specifications of three data-center GPUs (SXM boards), from NVIDIA's data sheets and
 #: architecture whitepapers: dense (no sparsity) FP16/BF16 Tensor Core throughput in TFLOP/s,
@@ -61,7 +67,6 @@ MEMORY_HEAD_DIM = 64
 CHECKED_ON_CPU = (1024, 2048)
 
 
-# --8<-- [start:memory_measurements]
 @functools.cache
 def flash_memory_measurements() -> dict:
     """Peak tensor memory of naive and tiled forward passes, for each sequence length.
@@ -102,7 +107,61 @@ def flash_memory_measurements() -> dict:
     return {"seq_lens": list(MEMORY_SEQ_LENS), **peaks, "max_difference": max_difference}
 
 
-# --8<-- [end:memory_measurements]
+#: The sequence length of the chapter's count of causal tiles (queries = keys).
+CAUSAL_SEQ_LEN = 512
+
+
+class _ScoreTiles(TorchDispatchMode):
+    """Counts the matrix products whose result is a (rows, cols) tile: the tiles of scores."""
+
+    def __init__(self, rows: int, cols: int) -> None:
+        super().__init__()
+        self.shape = (rows, cols)
+        self.count = 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        result = func(*args, **(kwargs or {}))
+        products = (torch.ops.aten.bmm.default, torch.ops.aten.mm.default)
+        if func in products and tuple(result.shape[-2:]) == self.shape:
+            self.count += 1
+        return result
+
+
+def flash_causal_tiles(seq_len: int = CAUSAL_SEQ_LEN, head_dim: int = 64) -> dict[str, int]:
+    """How many tiles of scores the tiled reference computes, with and without a causal mask.
+
+    `tiled_attention_forward` runs on the ``meta`` device (shapes only) in its default block
+    sizes, and a dispatch mode counts the products Q_i K_j^T it makes, each one tile of
+    ``block_m x block_n`` scores. The tiles the causal mask cuts through (some pairs allowed,
+    some not) are counted from `attention_book.masking.causal_mask`.
+
+    Args:
+        seq_len: Queries and keys (as many of each).
+        head_dim: Size of each query and key; it must differ from the block sizes, so that
+            the product P_ij V_j is not taken for a tile of scores.
+
+    Returns:
+        ``{"seq_len", "block_m", "block_n", "full": tiles without a mask, "causal": tiles with
+        the causal mask, "diagonal": causal tiles that are partly masked}``.
+    """
+    defaults = inspect.signature(tiled_attention_forward).parameters
+    block_m, block_n = defaults["block_m"].default, defaults["block_n"].default
+    if head_dim in (block_m, block_n):
+        raise ValueError(f"head_dim must differ from the block sizes, got {head_dim}")
+    q = torch.empty(1, 1, seq_len, head_dim, device="meta")
+    counts = {}
+    for causal in (False, True):
+        with _ScoreTiles(block_m, block_n) as tiles:
+            tiled_attention_forward(q, q, q, causal=causal)
+        counts["causal" if causal else "full"] = tiles.count
+    allowed = causal_mask(seq_len, seq_len)
+    diagonal = sum(
+        bool(tile.any() and not tile.all())
+        for rows in allowed.split(block_m, dim=0)
+        for tile in rows.split(block_n, dim=1)
+    )
+    return {"seq_len": seq_len, "block_m": block_m, "block_n": block_n, **counts,
+            "diagonal": diagonal}  # fmt: skip
 
 
 # --8<-- [start:intensity]

@@ -23,6 +23,7 @@ from matplotlib.patches import FancyArrowPatch, FancyBboxPatch, Rectangle
 from attention_book.experiments.flash import (
     CHECKED_ON_CPU,
     GPUS,
+    flash_causal_tiles,
     flash_memory_measurements,
     flash_tiling_example,
     flash_tiling_steps,
@@ -34,6 +35,8 @@ from attention_book.plotting import BOOK_STYLE, new_figure
 __all__ = [
     "FIGURES",
     "flash_causal_blocks",
+    "flash_causal_facts",
+    "flash_causal_verdict",
     "flash_gpu_specs",
     "flash_memory_growth",
     "flash_memory_ratio",
@@ -112,9 +115,9 @@ def flash_memory_ratio() -> str:
     return (
         f"At n = {n:,}, naive attention's tensors peak at **{naive / 2**20:,.0f} MiB** and the "
         f"tiled reference's at **{tiled / 2**20:,.1f} MiB**: a ratio of "
-        f"**{naive / tiled:,.0f}×**. On real CPU tensors at n = {checked} the counts were the "
-        f"same as on the meta device, and the two outputs differed by at most "
-        f"{data['max_difference']:.1e}. {growth}"
+        f"**{naive / tiled:,.0f}×** in counted tensor bytes. On real CPU tensors at "
+        f"n = {checked} the counts were the same as on the meta device, and the two outputs "
+        f"differed by at most {data['max_difference']:.1e}. {growth}"
     )
 
 
@@ -182,7 +185,58 @@ def _rss_words(results: list[dict]) -> str:
             f"{tiled_rss[-1]:,.1f} MiB, naive attention's from {naive_rss[0]:,.1f} to "
             f"{naive_rss[-1]:,.1f} MiB"
         )
-    return text + "."
+    text += "."
+    last = results[-1]["seq_len"]
+    counted, measured = naive_count[-1] / tiled_count[-1], naive_rss[-1] / tiled_rss[-1]
+    factor = counted / measured
+    if factor > 1.05:
+        verdict = f"the count overstates the saving {factor:.1f}-fold"
+    elif factor < 1 / 1.05:
+        verdict = f"the count understates the saving {1 / factor:.1f}-fold"
+    else:
+        verdict = "the count and the process agree within 5%"
+    return (
+        f"{text} At n = {last:,}, naive attention needs **{measured:,.0f}×** the tiled "
+        f"reference's memory by RSS growth, against {counted:,.0f}× counted: {verdict}."
+    )
+
+
+def flash_causal_verdict(counts: dict[str, int]) -> str:
+    """How much of the work a causal mask saves, in words: the share of tiles it skips.
+
+    Args:
+        counts: Tiles computed "full" (without a mask) and "causal" (with it).
+
+    Returns:
+        "less than half", "half" or "more than half" (of the tiles, exactly).
+    """
+    skipped = counts["full"] - counts["causal"]
+    if 2 * skipped < counts["full"]:
+        return "less than half"
+    return "half" if 2 * skipped == counts["full"] else "more than half"
+
+
+def flash_causal_facts() -> dict[str, str]:
+    """The numbers the chapter gives for the causal mask's saving, counted from the reference.
+
+    Returns:
+        "n", "block" (the reference's block size, queries and keys alike), the tiles of scores
+        it computes without a mask ("full") and with the causal mask ("causal"), those the
+        mask cuts through ("diagonal"), the share computed ("share", in %), and "saving"
+        (`flash_causal_verdict`).
+    """
+    counts = flash_causal_tiles()
+    if counts["block_m"] != counts["block_n"]:
+        raise ValueError(f"the chapter's count assumes square blocks, got {counts}")
+    return {
+        "n": f"{counts['seq_len']:,}",
+        "block": str(counts["block_m"]),
+        "full": str(counts["full"]),
+        "causal": str(counts["causal"]),
+        "diagonal": str(counts["diagonal"]),
+        "share": f"{100 * counts['causal'] / counts['full']:.1f}",
+        "saving": flash_causal_verdict(counts),
+    }
 
 
 def flash_gpu_specs() -> str:
@@ -418,13 +472,14 @@ def flash_tiling_explorer() -> Frames:
 #: The figures and build-time tables of this module, in the order of the chapter.
 #: Bump when what this module's figures show changes: the build keys them by it
 #: (`attention_book.figures.declaration`), not by their source.
-VERSION = 1
+VERSION = 2
 
 FIGURES = (
     flash_tiling_loop,
     flash_tiling_explorer,
     flash_gpu_specs,
     flash_causal_blocks,
+    flash_causal_facts,
     flash_memory_growth,
     flash_memory_ratio,
     flash_memory_rss,
