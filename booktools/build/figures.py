@@ -354,10 +354,7 @@ def add_figures(files: Files, config, state: BuildState) -> None:
         PluginError: If a page names an unknown figure, or shows a fragment as an image (or a
             figure as a fragment), naming the page.
     """
-    pages = [
-        (f"docs/{file.src_uri}", file.content_string)
-        for file in files.documentation_pages()
-    ]
+    pages = [(f"docs/{file.src_uri}", file.content_string) for file in files.documentation_pages()]
     figures, fragments = referenced_names(pages)
     paths = draw(figures, fragments)
     out_dir = CACHE / "figures"

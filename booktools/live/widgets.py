@@ -171,10 +171,7 @@ def add_live_models(files: Files, config, state: BuildState) -> None:
         config: The mkdocs configuration.
         state: This build's state; ``state.live`` learns each widget's facts (`widget_facts`).
     """
-    pages = [
-        (f"docs/{file.src_uri}", file.content_string)
-        for file in files.documentation_pages()
-    ]
+    pages = [(f"docs/{file.src_uri}", file.content_string) for file in files.documentation_pages()]
     names = sorted(referenced_live(pages))
     state.live.clear()
     if not names:
