@@ -335,3 +335,37 @@ def test_the_transformer_chapter_words_its_second_review_fixes_from_the_build():
     blocks = " ".join(page("transformer-pytorch.md").split())
     assert "one weight matrix three times" in blocks and "The book's runs do not share" in blocks
     assert "tie_embeddings=True" in blocks
+
+
+# ---------------------------------------------------------------------------------------------
+# A third review (issue 41): names, results and citations checked against their sources.
+
+
+#: The entries of docs/further-reading.md that no chapter cites, as the page's sentence says.
+UNCITED = {
+    "https://lena-voita.github.io/nlp_course/seq2seq_and_attention.html",
+    "https://huggingface.co/docs/text-generation-inference/conceptual/flash_attention",
+    "https://medium.com/@sachinkalsi/flashattention-understanding-gpu-architecture-part-1-0a8a9a0bb725",
+}
+
+
+def cited_by(url: str, chapters: dict[str, str]) -> list[str]:
+    """The chapter pages that cite `url`: its address, or its site's root as a whole link."""
+    root = "/".join(url.split("/")[:3])
+    return [name for name, text in chapters.items() if url in text or f"<{root}>" in text]
+
+
+def test_further_reading_says_which_of_its_texts_no_chapter_cites():
+    further = (ROOT / "docs" / "further-reading.md").read_text(encoding="utf-8")
+    urls = re.findall(r"^  <(https://[^>]+)>\.$", further, re.M)
+    assert len(urls) == 8 and set(urls) >= UNCITED
+    chapters = {p.name: p.read_text(encoding="utf-8") for p in CHAPTERS.glob("*.md")}
+    uncited = {url for url in urls if not cited_by(url, chapters)}
+    assert uncited == UNCITED, uncited
+    text = " ".join(further.split())
+    assert "Three are cited by no chapter and are listed here as reading only:" in text
+    assert "Voita's lecture, Hugging Face's page on Flash Attention and Kalsi's article" in text
+    assert "others shaped the book as a whole" not in text
+    # The rule: a site's root as a whole link cites it; another page of the site does not.
+    assert cited_by("https://d2l.ai/x", {"a.md": "<https://d2l.ai>."}) == ["a.md"]
+    assert not cited_by(sorted(UNCITED)[0], {"a.md": "<https://huggingface.co/docs/x>"})
