@@ -341,6 +341,19 @@ def test_the_transformer_chapter_words_its_second_review_fixes_from_the_build():
 # A third review (issue 41): names, results and citations checked against their sources.
 
 
+def test_the_cues_have_the_literatures_names_with_sources():
+    text = " ".join(section(page("attention-cues.md"), "## Two kinds of cue").split())
+    for name in ("bottom-up", "exogenous", "stimulus-driven", "top-down", "endogenous"):
+        assert f"**{name}**" in text, name
+    assert "**goal-directed** ([Corbetta & Shulman, 2002](#references); [Chica et al." in text
+    # James's two varieties, in his chapter on attention.
+    assert "chapter XI), which sets passive, reflex attention" in text
+    assert "apart from active, voluntary attention" in text
+    references = " ".join(section(page("attention-cues.md"), "## References").split())
+    assert "Corbetta, M., & Shulman, G. L. (2002)" in references and "nrn755" in references
+    assert "Chica, A. B., Bartolomeo, P., & Lupiáñez, J. (2013)" in references
+
+
 #: The entries of docs/further-reading.md that no chapter cites, as the page's sentence says.
 UNCITED = {
     "https://lena-voita.github.io/nlp_course/seq2seq_and_attention.html",
