@@ -291,7 +291,7 @@ def test_self_attention_positions_are_cited_as_the_papers_say():
 
 def test_full_width_heads_grow_exactly_like_h():
     text = page("multihead-attention.md")
-    exercise = between(text, "2. Some models keep every head at the full width", "3. Padding")
+    exercise = between(text, "2. Bhojanapalli et al.", "3. Padding")
     assert "nn.Linear(h * d_model, d_model, bias=False)" in exercise
     assert "assert parameters == 4 * h * d_model**2" in exercise
     printed = re.findall(r"h = (\d+): (\d+) parameters, (\d+) FLOPs", exercise)
@@ -340,6 +340,20 @@ def test_the_transformer_chapter_words_its_second_review_fixes_from_the_build():
 # ---------------------------------------------------------------------------------------------
 # A third review (issue 41): names, results and citations checked against their sources.
 
+#: Old wording the third review found unsupported, and why.
+CORRECTED_41 = [
+    (
+        "multihead-attention.md",
+        "Some models keep every head at the full width",
+        "Bhojanapalli et al. (2020) set the head size independently of h; say who and what",
+    ),
+]
+
+
+@pytest.mark.parametrize("name,old,why", CORRECTED_41, ids=[f"{n}:{w}" for n, _, w in CORRECTED_41])
+def test_third_review_statements_stay_corrected(name, old, why):
+    assert not still_there(page(name), old), f"{name}: {why}"
+
 
 def test_the_cues_have_the_literatures_names_with_sources():
     text = " ".join(section(page("attention-cues.md"), "## Two kinds of cue").split())
@@ -352,6 +366,21 @@ def test_the_cues_have_the_literatures_names_with_sources():
     references = " ".join(section(page("attention-cues.md"), "## References").split())
     assert "Corbetta, M., & Shulman, G. L. (2002)" in references and "nrn755" in references
     assert "Chica, A. B., Bartolomeo, P., & Lupiáñez, J. (2013)" in references
+
+
+def test_multihead_cites_the_convolution_theorem_and_the_head_size_it_names():
+    text = " ".join(page("multihead-attention.md").split())
+    # Cordonnier et al. (2020), Theorem 1: N_h heads, one per offset of a sqrt(N_h) x sqrt(N_h)
+    # kernel, with a relative positional encoding.
+    assert "With a relative positional encoding, $N_h$ heads can express any convolutional" in text
+    kernel = "$\\sqrt{N_h} \\times \\sqrt{N_h}$ kernel"
+    assert f"{kernel}, one head per offset (Cordonnier et al." in text
+    assert "[2020](#references), Theorem 1)" in text
+    exercise = between(text, "2. Bhojanapalli et al.", "3. Padding")
+    assert "choose the size of a head independently of $h$" in exercise
+    references = text[text.index("## References") :]
+    for entry in ("Cordonnier, J.-B.", "arXiv:1911.03584", "Bhojanapalli, S.", "arXiv:2002.07028"):
+        assert entry in references, entry
 
 
 #: The entries of docs/further-reading.md that no chapter cites, as the page's sentence says.
