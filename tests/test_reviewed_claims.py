@@ -383,6 +383,51 @@ def test_multihead_cites_the_convolution_theorem_and_the_head_size_it_names():
         assert entry in references, entry
 
 
+#: Vaswani et al. (2017), arXiv:1706.03762 v7: Table 2 (newstest2014 BLEU), section 5.2 (the
+#: training time on 8 P100 GPUs) and Table 2's footnote (9.5 TFLOPS for a P100).
+TABLE_2 = {"base": (27.3, 38.1), "big": (28.4, 41.8)}
+TRAINING_HOURS = {"base": 12, "big": 3.5 * 24}
+P100_FLOPS, GPUS = 9.5e12, 8
+#: Table 3: development BLEU (newstest2013) of the base model, of row (E) (learned positional
+#: embeddings) and of row (D) without dropout; section 5.4: the base model's P_drop.
+TABLE_3 = {"base": 25.8, "E": 25.7, "D, P_drop = 0": 24.6}
+P_DROP = 0.1
+
+
+def superscript_power(number: float) -> str:
+    """``3.3·10¹⁸``: the way the core page writes a training cost."""
+    mantissa, exponent = f"{number:.1e}".split("e")
+    digits = str(int(exponent)).translate(str.maketrans("0123456789", "⁰¹²³⁴⁵⁶⁷⁸⁹"))
+    return f"{mantissa}·10{digits}"
+
+
+def test_the_transformer_chapter_states_the_papers_results_as_its_tables_give_them():
+    from attention_book.experiments.transformer import TRANSFORMER_CONFIG
+
+    text = " ".join(page("transformer.md").split())
+    (base_de, base_fr), (big_de, big_fr) = TABLE_2["base"], TABLE_2["big"]
+    assert (
+        f"it scored {base_de} BLEU (English-German) and {base_fr} (English-French), the big "
+        f"model {big_de} and {big_fr} (Table 2; the text of section 6.1 says 41.0)" in text
+    )
+    # Table 2's costs are training time x GPUs x a P100's sustained FLOP/s (its footnote).
+    costs = [superscript_power(h * 3600 * GPUS * P100_FLOPS) for h in TRAINING_HOURS.values()]
+    assert costs == ["3.3·10¹⁸", "2.3·10¹⁹"]
+    assert f"{costs[0]} and {costs[1]} training FLOPs (base and big)" in text
+    assert (
+        f"{TABLE_3['E']} development BLEU against {TABLE_3['base']} for the sinusoids "
+        "(Table 3, row (E))" in text
+    )
+    assert f"$P_{{\\text{{drop}}}} = {P_DROP}$" in text and "positions (section 5.4)" in text
+    assert (
+        f"{TABLE_3['D, P_drop = 0']} development BLEU against {TABLE_3['base']} (Table 3, "
+        "row (D))" in text
+    )
+    # What the book's runs use, as their configuration says.
+    assert f"no dropout (`dropout={TRANSFORMER_CONFIG.dropout}` in `TransformerConfig`" in text
+    assert TRANSFORMER_CONFIG.dropout == 0.0
+
+
 #: The entries of docs/further-reading.md that no chapter cites, as the page's sentence says.
 UNCITED = {
     "https://lena-voita.github.io/nlp_course/seq2seq_and_attention.html",
