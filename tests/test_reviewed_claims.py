@@ -19,6 +19,12 @@ tests/test_self_attention_figures.py and tests/test_multihead_figures.py):
   positions is cited, and the exercise on the first pair's period has an answer;
 - the full-width exercise of the multi-head chapter builds the layer its text describes, and
   its printed counts grow exactly like the number of heads.
+
+A third review (issue 41) asked for names, results and citations checked at their sources; the
+tests at the end of this file keep them: the literature's names of the two cues, Cordonnier et
+al.'s theorem and Bhojanapalli et al.'s head size, the numbers of Vaswani et al.'s Tables 2 and
+3 beside the runs' dropout (read from their configuration), the norm page's warm-up run read
+from its configuration, and which further-reading entries no chapter cites.
 """
 
 from __future__ import annotations
@@ -347,6 +353,11 @@ CORRECTED_41 = [
         "Some models keep every head at the full width",
         "Bhojanapalli et al. (2020) set the head size independently of h; say who and what",
     ),
+    (
+        "transformer-norms.md",
+        "It shows what the warmup changes for post-norm in these steps",
+        "the warm-up run ends inside its warm-up: it compares a smaller rate, not warm-up",
+    ),
 ]
 
 
@@ -426,6 +437,42 @@ def test_the_transformer_chapter_states_the_papers_results_as_its_tables_give_th
     # What the book's runs use, as their configuration says.
     assert f"no dropout (`dropout={TRANSFORMER_CONFIG.dropout}` in `TransformerConfig`" in text
     assert TRANSFORMER_CONFIG.dropout == 0.0
+
+
+def test_the_norm_page_says_its_warmup_run_never_leaves_the_warmup():
+    from attention_book.experiments.transformer_studies import NORM_WARMUP_CONFIG
+
+    norm = NORM_WARMUP_CONFIG.norm
+    steps, warmup = norm.num_steps, norm.transformer.warmup_steps
+    text = " ".join(page("transformer-norms.md").split())
+    assert steps < warmup, "the run leaves its warmup now: the page's sentence must change"
+    assert (
+        f"The stacks train for {steps} steps, and that warmup lasts {warmup} steps, so this run "
+        "never leaves it" in text
+    )
+    assert "not warmup with none" in text
+    assert "Nor do the runs reproduce the failure that warmup is there to prevent." in text
+    assert "[Liu et al., 2020](#references), section 1" in text
+    assert "heavy dependence on its residual branch, which amplifies" in text
+    references = text[text.index("## References") :]
+    assert "Liu, L., Liu, X., Gao, J., Chen, W., & Han, J. (2020)" in references
+    assert "arXiv:2004.08249" in references and "Xiong, R." in references
+
+
+def test_post_norm_learns_in_every_recorded_training_as_the_norm_page_says():
+    """Below a uniform guess over the target vocabulary, anywhere in the recorded spread."""
+    import math
+
+    from attention_book.experiments.bahdanau import bahdanau_data
+    from attention_book.experiments.spread import allowed_range, recorded_values
+
+    text = " ".join(page("transformer-norms.md").split())
+    assert "in every recorded training its last 10 steps averaged a loss below that of a" in text
+    label = "loss of the last 10 steps, post-norm"
+    losses = [numbers[label] for numbers in recorded_values("transformer-norm").values()]
+    assert len(losses) >= 2
+    uniform = math.log(len(bahdanau_data().tgt_vocab))
+    assert allowed_range(losses, 0.005)[1] < uniform, (losses, uniform)
 
 
 #: The entries of docs/further-reading.md that no chapter cites, as the page's sentence says.
