@@ -23,7 +23,7 @@ __all__ = [
 
 #: Bump when what this module computes changes: the figures that show it are keyed by it
 #: (`attention_book.figures.declaration`).
-VERSION = 2
+VERSION = 3
 
 #: Query/key sizes of the scaling experiment, and its sample sizes.
 DIMS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
@@ -40,7 +40,9 @@ def scoring_scaling_measurements(seed: int = 0) -> dict[str, list[float]]:
     records: the variance of the scores, the mean of each row's largest softmax weight, and,
     when a random upstream gradient flows back through the softmax, the median norm of the
     gradient that reaches the scores (one norm per query's row of scores), the query (one norm
-    per query) and the keys (one norm per key, the median over all of them).
+    per query) and the keys (one norm per key, the median over all of them). The gradients at
+    the query and the keys follow from the one at the scores by the chain rule through
+    ``scale * q.k_j`` (the test compares them with autograd's).
 
     Args:
         seed: Seed of the draws; the chapter shows seed 0, the tests compare a few seeds.
@@ -59,17 +61,20 @@ def scoring_scaling_measurements(seed: int = 0) -> dict[str, list[float]]:
     for d in DIMS:
         queries = torch.randn(NUM_TRIALS, 1, d, generator=generator)  # (trials, 1, d)
         keys = torch.randn(NUM_TRIALS, NUM_KEYS, d, generator=generator)  # (trials, keys, d)
+        dot = (queries @ keys.transpose(1, 2)).squeeze(1)  # (trials, num_keys)
         upstream = torch.randn(NUM_TRIALS, NUM_KEYS, generator=generator)
         for how, scale in (("unscaled", 1.0), ("scaled", 1 / math.sqrt(d))):
-            q, k = queries.clone().requires_grad_(), keys.clone().requires_grad_()
-            scores = (q @ k.transpose(1, 2)).squeeze(1) * scale  # (trials, num_keys)
-            scores.retain_grad()
+            scores = (dot * scale).requires_grad_()
             weights = torch.softmax(scores, dim=-1)  # (trials, num_keys)
             (weights * upstream).sum().backward()
             results[f"variance_{how}"].append(scores.detach().var().item())
             results[f"largest_weight_{how}"].append(weights.max(dim=-1).values.mean().item())
             results[f"gradient_{how}"].append(scores.grad.norm(dim=-1).median().item())
-            query_norms = q.grad.squeeze(1).norm(dim=-1)  # (trials,)
-            results[f"gradient_query_{how}"].append(query_norms.median().item())
-            results[f"gradient_key_{how}"].append(k.grad.norm(dim=-1).median().item())
+            # One step further back, by the chain rule through scores = scale * q.k_j:
+            # dL/dq = scale * sum_j g_j k_j and dL/dk_j = scale * g_j q, g = dL/dscores.
+            g = scores.grad  # (trials, num_keys)
+            query_grad = scale * (g[:, None] @ keys).squeeze(1)  # (trials, d)
+            key_norms = scale * g.abs() * queries.norm(dim=-1)  # (trials, num_keys)
+            results[f"gradient_query_{how}"].append(query_grad.norm(dim=-1).median().item())
+            results[f"gradient_key_{how}"].append(key_norms.median().item())
     return results
