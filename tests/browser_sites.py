@@ -1,7 +1,7 @@
 """Tiny sites for the tests of the browser check: pages, a pixel, copy buttons, live widgets.
 
-`tests/test_browser_check.py` and `tests/test_browser_verdicts.py` build their sites from these
-in a temporary folder and run the real checker over them.
+`tests/tooling/test_browser_check.py` and `tests/tooling/test_browser_verdicts.py` build their
+sites from these in a temporary folder and run the real checker over them.
 """
 
 from __future__ import annotations
@@ -9,6 +9,8 @@ from __future__ import annotations
 import json
 import shutil
 from pathlib import Path
+
+from repo import ROOT
 
 from booktools.build import katex
 
@@ -67,7 +69,7 @@ a listing is not run
 
 
 # The live widgets (booktools.live.widgets): the page's JavaScript against PyTorch, on tiny models.
-LIVE_JS = Path(__file__).resolve().parents[1] / "docs" / "assets" / "javascripts"
+LIVE_JS = ROOT / "docs" / "assets" / "javascripts"
 #: Deliberate mistakes in the page's code, each a single edit of layers.js, and what must say so.
 BROKEN = {
     # The causal mask aligned top-left: one new query (a cached step) sees only the first key.

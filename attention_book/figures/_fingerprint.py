@@ -3,8 +3,9 @@
 The build keys a figure by what its module declares (`attention_book.figures.declaration`),
 not by its source, so an edit that changes a drawing must bump the module's ``VERSION``. The
 recorded fingerprints (``tests/recorded/figures.json``, ``make probes``) catch an edit that
-did not: ``tests/test_figure_versions.py`` draws every recorded figure again and compares what
-it shows now with what was recorded for the same version, as the probes do for trained runs.
+did not: ``tests/experiments/test_figure_versions.py`` draws every recorded figure again and
+compares what it shows now with what was recorded for the same version, as the probes do for
+trained runs.
 
 A figure's fingerprint holds, for each of its axes, its title and axis labels, every text on
 it, and the data of every line, collection, image and patch (tensor checksums, compared within

@@ -8,9 +8,10 @@ for the chapter's deep dive "What the compiler made of our kernel"
 (``docs/chapters/flash-attention-compiled.md``): the values its prose cites
 (`compile_facts`, `change_numbers`, `score_paths`) and the compilations its tables read
 (`select`, `first_match`, `loop_count`, `showcase`, `instruction_groups`). The sentences are
-the chapter's own; the verdicts they state are asserted by ``tests/test_flash_compile.py``
-against the committed report. `attention_book.figures.flash_compiled` builds the chapter's
-tables and its one figure from these functions.
+the chapter's own; the verdicts they state are asserted by
+``tests/experiments/test_flash_compile.py`` against the committed report.
+`attention_book.figures.flash_compiled` builds the chapter's tables and its one figure from
+these functions.
 
 The report keeps the SASS of one "showcase" compilation per implementation (the forward,
 128 x 64 tiles, 4 warps, 3 stages, head dim 64, not causal, sm_90), from which `score_paths`

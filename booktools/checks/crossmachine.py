@@ -5,8 +5,8 @@ This command trains every declared run again under other arithmetic and seeds, e
 store of its own (``.cache/crossmachine/<variant>/``), and for each variant:
 
 1. runs the referee on its numbers (`attention_book.experiments.spread.check_headlines`);
-2. runs the verdict tests (``tests/test_*_figures.py``: the tests that hold each sentence the
-   build writes against the stored results) on its store;
+2. runs the verdict tests (``tests/experiments/test_*_figures.py``: the tests that hold each
+   sentence the build writes against the stored results) on its store;
 3. prints a table, run × number × variant, with the range the referee allows, and the CPU
    seconds each run took when it was trained (``.cache/crossmachine/table.md`` keeps it).
 
@@ -124,7 +124,9 @@ def train(name: str, jobs: int) -> dict[str, Any]:
 
 def verdict_tests(name: str) -> bool:
     """Run the tests that hold the build's sentences to the stored results, on a variant's."""
-    tests = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "tests").glob("test_*_figures.py"))
+    tests = sorted(
+        str(p.relative_to(ROOT)) for p in (ROOT / "tests" / "experiments").glob("test_*_figures.py")
+    )
     command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *tests]
     print(f"crossmachine: the verdict tests on variant {name!r}", flush=True)
     return subprocess.run(command, env=environment(name), cwd=ROOT).returncode == 0
