@@ -78,9 +78,8 @@ PLAIN = KernelSet(kernels.attn_fwd, kernels.attn_bwd_dkdv, kernels.attn_bwd_dq)
 #: Launch configurations (BLOCK_M, BLOCK_N, num_warps, num_stages) the autotuner times, by
 #: kernel, GPU generation (compute capability major: 8 Ampere, 9 Hopper) and HEAD_DIM. Every
 #: one compiles without register spills and within its GPU's shared memory, which
-#: ``benchmarks/flash_compile.py`` checks for all of them
-#: (tests/experiments/test_flash_compile.py for a subset). GPUs newer than Hopper get Hopper's
-#: lists.
+#: ``benchmarks/flash_compile.py`` checks for all of them (tests/test_flash_compile.py for a
+#: subset). GPUs newer than Hopper get Hopper's lists.
 TUNING_CONFIGS = {
     "fwd": {
         9: {

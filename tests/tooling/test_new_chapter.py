@@ -218,6 +218,7 @@ def copy_of_the_book(tmp_path: Path) -> Path:
     shutil.copytree(ROOT / "attention_book", repo / "attention_book", ignore=skip)
     shutil.copytree(ROOT / "docs", repo / "docs", ignore=skip)
     shutil.copytree(ROOT / "tests" / "recorded", repo / "tests" / "recorded")
+    (repo / "tests" / "package").mkdir()  # where a concept's test goes
     shutil.copy(ROOT / "mkdocs.yml", repo / "mkdocs.yml")
     return repo
 
