@@ -20,6 +20,9 @@ to 159 kB; tables (of numbers the build measured, mostly, and of comparisons who
 prose around them repeats) are left out too: a search for a measured number finds nothing
 worth finding. About 7% of the chapters' text was in tables.
 
+The exercises' solutions (the collapsed ``??? success`` admonitions, about 6% of the chapters'
+text) are left out as well: a search finds the exercise, and its solution sits under it.
+
 After the build, `check_search_index` fails the build when the index weighs more than
 `MAX_INDEX_BYTES` compressed, or when a paragraph of a chapter is not in it (each paragraph's
 first words, as the plugin collected them from the page the search plugin read).
@@ -39,8 +42,9 @@ from mkdocs.exceptions import PluginError
 #: The most the search index may weigh, compressed with gzip (as GitHub Pages serves it).
 MAX_INDEX_BYTES = 150_000
 
-#: The opening tag of what the index leaves out: code blocks and tables everywhere.
-CODE = re.compile(r"<(?:pre|table)(?=[\s>])")
+#: The opening tag of what the index leaves out: code blocks and tables everywhere, and the
+#: exercises' solutions (Material's ``success`` admonition, collapsed).
+CODE = re.compile(r"<(?:pre|table)(?=[\s>])|<details class=\"success\"")
 #: In an API page's docstrings, every block but the summary.
 DOC_BLOCK = re.compile(r"<(?:p|ul|ol|dl|table|details)(?=[\s>])")
 #: A page's list of references: the list right under its ``## References`` heading.
@@ -79,20 +83,27 @@ def exclude_code(page_html: str, src_uri: str) -> str:
 
 
 class _Paragraphs(HTMLParser):
-    """The text of each ``<p>`` of a page, tags removed."""
+    """The text of each ``<p>`` of a page, tags removed, but those of a solution (not indexed)."""
 
     def __init__(self):
         super().__init__(convert_charrefs=True)
         self.depth = 0
+        self.details: list[bool] = []  # for each open <details>: is it a solution?
         self.paragraphs: list[str] = []
 
     def handle_starttag(self, tag, attrs):
+        if tag == "details":
+            self.details.append("success" in (dict(attrs).get("class") or "").split())
+        if any(self.details):
+            return
         if tag == "p":
             self.depth += 1
             if self.depth == 1:
                 self.paragraphs.append("")
 
     def handle_endtag(self, tag):
+        if tag == "details" and self.details:
+            self.details.pop()
         if tag == "p" and self.depth:
             self.depth -= 1
 

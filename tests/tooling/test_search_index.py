@@ -117,3 +117,21 @@ def test_api_pages_weigh_less_in_the_search_unless_their_page_says_otherwise():
     lower_api_pages("api/index.md", chosen)
     assert api == {"search": {"boost": API_SEARCH_BOOST}} and API_SEARCH_BOOST < 1
     assert chapter == {} and chosen == {"search": {"boost": 2}}
+
+
+def test_solutions_are_left_out_of_the_index_and_of_the_paragraphs_it_must_hold():
+    from booktools.build.search_index import exclude_code, paragraph_samples
+
+    page = (
+        "<p>Exercise one asks you to compute something rather long here.</p>"
+        '<details class="success"><summary>Solution</summary>'
+        "<p>The solution is long enough to be a sample of its own.</p></details>"
+        '<details class="info"><summary>More</summary>'
+        "<p>An aside that the index keeps, long enough to be sampled.</p></details>"
+    )
+    marked = exclude_code(page, "chapters/x.md")
+    assert '<details class="success" data-search-exclude' in marked
+    assert '<details class="info">' in marked  # other admonitions stay in the index
+    samples = paragraph_samples(page)
+    assert not any("solution is long" in sample for sample in samples)
+    assert any("An aside" in sample for sample in samples)
