@@ -503,3 +503,13 @@ def test_further_reading_says_which_of_its_texts_no_chapter_cites():
     # The rule: a site's root as a whole link cites it; another page of the site does not.
     assert cited_by("https://d2l.ai/x", {"a.md": "<https://d2l.ai>."}) == ["a.md"]
     assert not cited_by(sorted(UNCITED)[0], {"a.md": "<https://huggingface.co/docs/x>"})
+
+
+def test_the_decoding_page_explains_the_empty_beam_and_cites_what_it_rests_on():
+    text = " ".join(page("bahdanau-decoding.md").split())
+    # The toy block prints an empty beam result; the page says why, with the literature.
+    assert "beam [] (log-prob" in text and "The first beam result is empty" in text
+    for source in ("Stahlberg and Byrne", "Koehn and Knowles", "α = 0.6", "section 6.1"):
+        assert source in text, source
+    # The exercise no longer promises a short-output bias its printed lengths may not show.
+    assert "which favours short outputs" not in text and "which can favour short outputs" in text
