@@ -18,8 +18,9 @@ line, and draws nothing (``--record-fingerprints FILE`` records what every figur
 its module's version: ``make probes``): the preview of one figure is
 ``python -m attention_book.figures NAME --out-dir /tmp/preview``. ``--declarations`` prints, as
 JSON, every figure's module and whether it shows benchmark results (``figures``), each module's
-`declaration` (``modules``), and whether each run those declare is in the store (``stored``:
-None where its key needs another run's result): what the site build keys and schedules by.
+`declaration` (``modules``), whether each run those declare is in the store (``stored``: None
+where its key needs another run's result) and a digest of what each stored one holds
+(``digests``): what the site build keys and schedules by.
 """
 
 from __future__ import annotations
@@ -95,7 +96,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"recorded {len(found)} figures, {checked} with a fingerprint")
         return 0
     if args.declarations:
-        from attention_book.store import is_cached
+        import hashlib
+
+        from attention_book.store import cache_path, is_cached
 
         modules = sorted({function.__module__ for function in functions.values()})
         found = {
@@ -113,6 +116,13 @@ def main(argv: list[str] | None = None) -> int:
         found["stored"] = {
             run: None if key.get("key", True) is None else is_cached(run, key)
             for run, key in sorted(keys.items())
+        }
+        # What each stored run holds: a run trained again under the same key (another machine,
+        # another thread count) holds other numbers, and the figures that show it change.
+        found["digests"] = {
+            run: hashlib.sha256(cache_path(run, keys[run]).read_bytes()).hexdigest()[:16]
+            for run, stored in found["stored"].items()
+            if stored
         }
         print(json.dumps(found, sort_keys=True))
         return 0

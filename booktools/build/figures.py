@@ -9,10 +9,11 @@ missing ones with ``python -m attention_book.figures`` in parallel worker proces
 module per worker at a time (`render`), into ``.cache/figures/``, each under its own key
 (`figure_key`): what its module declares it is drawn from (`attention_book.figures.declaration`:
 the figure modules' ``VERSION``, the experiments' versions and the keys of the stored results
-they declare), the library versions, and the committed benchmark results or recorded spreads
-it shows; never its source. A cold build first trains the declared runs that the missing
-figures need (`train_missing`), all cores at once, then draws. An unchanged figure is never
-drawn twice, and a comment or a refactor draws nothing. Figures are added to the site
+they declare), a digest of what the store holds for those results, the library versions, and
+the committed benchmark results or recorded spreads it shows; never its source. A cold build
+first trains the declared runs that the figures need (`train_missing`), all cores at once,
+then draws. An unchanged figure is never drawn twice, and a comment or a refactor draws
+nothing. Figures are added to the site
 without writing into ``docs/`` (`add_figures`); the pages then show each figure in its light
 and dark variant, or with its slider (`light_and_dark_figures`), and get their fragments
 (`insert_fragments`). The tooling, not the package, knows where the results are: it passes
@@ -98,7 +99,9 @@ def figure_key(module: str, shows_results: bool, results: Path = RESULTS) -> str
 
     It covers the module's declaration (`attention_book.figures.declaration`: the ``VERSION``
     of every figure module it reaches, the versions of the experiments it imports and the keys
-    of the runs they declare), how figures are saved (``RENDER_VERSION``), the versions of the
+    of the runs they declare), a digest of what the store holds for each of those runs (a run
+    trained again under the same key, on another machine, holds other numbers), how figures
+    are saved (``RENDER_VERSION``), the versions of the
     libraries that compute and draw, the committed benchmark results for a figure that shows
     them, and the recorded spreads for a module whose sentences read them.
 
@@ -116,6 +119,8 @@ def figure_key(module: str, shows_results: bool, results: Path = RESULTS) -> str
     versions = " ".join(f"{name} {version(name)}" for name in FIGURE_LIBRARIES)
     digest.update(f"{versions}\nrender {declared['render_version']}\n".encode())
     digest.update(json.dumps(declaration, sort_keys=True).encode())
+    for run in sorted(declaration["runs"]):  # what the store holds for it, not only its key
+        digest.update(f"{run} {declared.get('digests', {}).get(run)}\n".encode())
     if shows_results:
         for path in sorted(results.glob("*.json")):
             digest.update(path.name.encode() + b"\0" + path.read_bytes())
@@ -199,8 +204,8 @@ def render(names: list[str], out_dir: Path, modules: dict[str, str] | None = Non
     """Render figures in fresh interpreters, one figure module at a time per worker.
 
     The figures of one module are drawn by one worker, in the order given, so that what a
-    module computes once (a measurement) is shared by its figures as in a serial build. The
-    runs they show are trained first (`train_missing`). Workers run in parallel
+    module computes once (a measurement) is shared by its figures as in a serial build; `draw`
+    has trained the runs they show first (`train_missing`). Workers run in parallel
     (`render_jobs`), and the cores are divided between them so that they are used, not
     oversubscribed.
 
@@ -217,7 +222,6 @@ def render(names: list[str], out_dir: Path, modules: dict[str, str] | None = Non
     start = time.perf_counter()
     if modules is None:
         modules = {name: module for name, (module, _) in figure_index().items()}
-    train_missing(names, modules)
     groups: dict[str, list[str]] = {}
     for name in names:
         groups.setdefault(modules.get(name, "?"), []).append(name)
@@ -273,6 +277,14 @@ def draw(figures: dict[str, list[str]], fragments: dict[str, list[str]]) -> dict
         )
     out_dir = CACHE / "figures"
     wanted = sorted(set(figures) | set(fragments))
+    modules = {name: index[name][0] for name in wanted}
+    stored = declarations()["stored"]
+    needed = {run for module in set(modules.values())
+              for run in declarations()["modules"][module]["runs"]}  # fmt: skip
+    if any(stored.get(run) is not True for run in needed):
+        # First the runs they show, then their keys: a key holds what the store holds.
+        train_missing(wanted, modules)
+        declarations.cache_clear()
     keys = {entry: figure_key(*entry) for entry in {index[name] for name in wanted}}
     paths = {name: out_dir / f"{name}-{keys[index[name]]}" for name in wanted}
     missing = [name for name in wanted if not _rendered(paths[name])]

@@ -479,3 +479,19 @@ def test_a_value_of_the_build_is_written_into_a_sentence(tmp_path, monkeypatch):
         figures.insert_fragments("{{ build:facts.nope }}", "docs/chapters/x.md", state)
     with pytest.raises(MissingFragmentError, match=r"'facts' \(it holds values: facts.runs"):
         figures.insert_fragments("{{ build:facts }}", "docs/chapters/x.md", state)
+
+
+def test_a_figure_key_follows_what_the_store_holds_for_its_runs(monkeypatch, tmp_path):
+    # The same declared key, trained again (another machine, another thread count): other
+    # numbers in the store, so the figures that show them are drawn again.
+    module = "attention_book.figures.x"
+    declared = {
+        "render_version": 1,
+        "modules": {module: {"figures": {module: 1}, "computations": {}, "runs": ["run-a"]}},
+        "digests": {"run-a": "0123456789abcdef"},
+    }
+    monkeypatch.setattr(figures, "declarations", lambda: declared)
+    before = figures.figure_key(module, False, tmp_path)
+    assert figures.figure_key(module, False, tmp_path) == before
+    declared["digests"] = {"run-a": "fedcba9876543210"}
+    assert figures.figure_key(module, False, tmp_path) != before
