@@ -5,6 +5,7 @@ import json
 import pytest
 from matplotlib.figure import Figure
 from repo import ROOT
+from synthetic import memory_report
 
 from attention_book.figures import CHAPTERS, draw, figure_functions, find_figure, save_svg
 from attention_book.figures import __main__ as render_cli
@@ -89,33 +90,18 @@ def test_results_figures_read_the_directory_they_are_given(tmp_path):
     assert "| 1,024 | 1.0 | 2.0 | 1.0 | 2.0 | yes |" in table and "2024-01-02" in table
 
 
-def _memory_report(rows):
-    """A synthetic flash_memory.json (test data, not a measurement): (n, naive, tiled) in MiB."""
-    mib = 2**20
-
-    def counts(counted, rss):
-        return {"counted_bytes": counted * mib, "rss_bytes": rss * mib}
-
-    results = [
-        {"seq_len": n, "naive": counts(*naive), "tiled": counts(*tiled), "outputs_agree": True}
-        for n, naive, tiled in rows
-    ]
-    environment = {"date_utc": "2024-01-02T03:04:05", "machine": "test", "torch": "0"}
-    return {"environment": environment, "results": results}
-
-
 def test_the_memory_benchmark_is_worded_from_its_numbers(tmp_path):
     # The FlashAttention chapter's verdict on counted bytes against RSS comes from the file:
     # "agree closely" only where they do, and the growths as they were measured.
     close = [(1024, (12.0, 12.3), (4.4, 5.4)), (4096, (192.0, 193.2), (5.2, 11.0))]
-    (tmp_path / "flash_memory.json").write_text(json.dumps(_memory_report(close)))
+    (tmp_path / "flash_memory.json").write_text(json.dumps(memory_report(close)))
     text = " ".join(draw("flash_memory_rss", tmp_path).split())
     assert "within 2.5% of its count at every length" in text
     assert "the score-sized tensors are all there is" in text
     assert "exceeds its count by 1.0 to 5.8 MiB" in text
     assert "from 5.4 to 11.0 MiB" in text and "from 12.3 to 193.2 MiB" in text
     far = [(1024, (12.0, 30.0), (4.4, 4.0)), (4096, (192.0, 193.2), (5.2, 11.0))]
-    (tmp_path / "flash_memory.json").write_text(json.dumps(_memory_report(far)))
+    (tmp_path / "flash_memory.json").write_text(json.dumps(memory_report(far)))
     text = " ".join(draw("flash_memory_rss", tmp_path).split())
     assert "within 150.0% of its count" in text
     assert "all there is" not in text and "differs from its count by up to 5.8 MiB" in text

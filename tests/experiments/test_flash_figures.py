@@ -16,6 +16,7 @@ import re
 
 import pytest
 from repo import ROOT
+from synthetic import memory_report
 
 from attention_book.experiments.flash import flash_causal_tiles
 from attention_book.figures import draw
@@ -53,21 +54,6 @@ def test_the_page_cites_the_counted_tiles():
     facts = flash_causal_facts()
     shown = (facts["n"], facts["block"], facts["causal"], facts["full"])
     assert shown == ("512", "128", "10", "16")
-
-
-def memory_report(rows):
-    """A synthetic flash_memory.json (test data, not a measurement): (n, naive, tiled) in MiB."""
-    mib = 2**20
-
-    def counts(counted, rss):
-        return {"counted_bytes": counted * mib, "rss_bytes": rss * mib}
-
-    results = [
-        {"seq_len": n, "naive": counts(*naive), "tiled": counts(*tiled), "outputs_agree": True}
-        for n, naive, tiled in rows
-    ]
-    environment = {"date_utc": "2024-01-02T03:04:05", "machine": "test", "torch": "0"}
-    return {"environment": environment, "results": results}
 
 
 @pytest.mark.parametrize(
