@@ -39,3 +39,24 @@ def test_workload_has_prompts_of_many_lengths():
     assert {r.max_new_tokens for r in requests} == {WORKLOAD_MAX_NEW}
     lengths = sorted(len(r.prompt) for r in requests)
     assert lengths[0] >= 1 and lengths[-1] > 10 * lengths[0]
+
+
+def test_the_overlap_times_a_warm_step_without_counting_memory(monkeypatch):
+    """Issue 41: the step was read from the memory-counted passes, several times too slow."""
+    from attention_book.experiments import beyond_one_device
+
+    calls = []
+
+    def ring(world_size, shape, dtype, layout, causal, memory, warm_up=False):
+        calls.append({"layout": layout, "causal": causal, "memory": memory, "warm_up": warm_up})
+        return [{"steps": [(0.004, 0.0)] * world_size}] * world_size
+
+    def costs():
+        raise AssertionError("the overlap must not read the memory-counted passes")
+
+    monkeypatch.setattr(beyond_one_device, "_run_ring", ring)
+    monkeypatch.setattr(beyond_one_device, "beyond_ring_costs", costs)
+    monkeypatch.setattr(beyond_one_device, "run_workers", lambda *args, **kw: [[0.001]] * 4)
+    overlap = beyond_one_device.beyond_ring_overlap.__wrapped__(4, 9)
+    assert calls == [{"layout": "contiguous", "causal": False, "memory": False, "warm_up": True}]
+    assert overlap == pytest.approx({"step_seconds": 0.004, "hop_seconds": 0.001, "hidden": 0.2})
