@@ -1,6 +1,6 @@
 """The rules of the pages, checked as the gate's docs check: ``python -m booktools.checks.docs``.
 
-Four rules, each a function that returns one line per problem (``PAGE:LINE: why``):
+Five rules, each a function that returns one line per problem (``PAGE:LINE: why``):
 
 - `fence_problems`: no code block may silently escape execution. pytest-codeblocks runs a
   fence only when its info string is exactly ``python``, ``sh`` or ``bash``; every other fence
@@ -20,6 +20,10 @@ Four rules, each a function that returns one line per problem (``PAGE:LINE: why`
 - `interpreter_problems`: a block that runs a Triton kernel and may run without a GPU sets
   ``TRITON_INTERPRET`` itself, before Triton loads: a reader runs it alone, without the
   variable the gate sets for every block.
+- `positional_problems`: a block builds the book's classes with at most `MAX_POSITIONAL`
+  arguments by position and names the rest (``TransformerEncoder(200, 24, ffn_num_hiddens=48,
+  ...)``), so that an example reads itself. The classes keep their d2l signatures: a reader's
+  positional call still works, the book's pages just do not make one.
 
 ``make test`` runs it on every page (and ``README.md``); ``make page`` on one. The tests of
 ``tests/`` check that each rule can fail and lets through what the book allows.
@@ -28,6 +32,8 @@ Four rules, each a function that returns one line per problem (``PAGE:LINE: why`
 from __future__ import annotations
 
 import argparse
+import ast
+import functools
 import re
 import subprocess
 import sys
@@ -55,6 +61,8 @@ RANDOM_BEFORE = {
 #: What may follow "seed" to make it a random seed: a number, "= 0", "by seed".
 RANDOM_AFTER = re.compile(r"\s*(?:=\s*\d|\d|by seed\b)", re.I)
 COMMENT = re.compile(r"<!--.*?-->")
+#: The most arguments a page's block passes by position to a class of the package.
+MAX_POSITIONAL = 2
 
 
 def _section_exists(path: str, section: str | None) -> bool:
@@ -213,6 +221,71 @@ def interpreter_problems(text: str) -> list[str]:
     return found
 
 
+@functools.cache
+def package_classes() -> dict[str, tuple[str, ...]]:
+    """The classes the package defines at module level, with their ``__init__`` parameters.
+
+    Read from the source (no import): a class without an ``__init__`` of its own (a dataclass,
+    a subclass) has no names to suggest, and an empty tuple.
+
+    Returns:
+        Class name -> the names of the parameters that may be passed by position, in order.
+    """
+    classes: dict[str, tuple[str, ...]] = {}
+    for path in sorted((ROOT / "attention_book").rglob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in tree.body:
+            if not isinstance(node, ast.ClassDef):
+                continue
+            init = next((f for f in node.body if isinstance(f, ast.FunctionDef)
+                         and f.name == "__init__"), None)  # fmt: skip
+            params = (
+                ()
+                if init is None
+                else tuple(a.arg for a in [*init.args.posonlyargs, *init.args.args][1:])
+            )
+            classes.setdefault(node.name, params)
+    return classes
+
+
+def positional_problems(text: str) -> list[str]:
+    """Calls of the package's classes that pass more than `MAX_POSITIONAL` arguments by position.
+
+    Args:
+        text: A Markdown page.
+
+    Returns:
+        ``line N: why`` for each such call in a runnable block, naming the parameters to pass
+        by keyword.
+    """
+    classes, found = package_classes(), []
+    for fence in fences(text):
+        if not fence.runnable:
+            continue
+        try:
+            tree = ast.parse(fence.code)
+        except SyntaxError:
+            continue  # the lint rule reports it
+        for node in ast.walk(tree):
+            if not isinstance(node, ast.Call) or len(node.args) <= MAX_POSITIONAL:
+                continue
+            func = node.func
+            name = func.id if isinstance(func, ast.Name) else getattr(func, "attr", None)
+            if name not in classes or any(isinstance(a, ast.Starred) for a in node.args):
+                continue
+            params = classes[name][MAX_POSITIONAL : len(node.args)]
+            extra = node.args[MAX_POSITIONAL:]
+            names = ", ".join(
+                f"{param}={ast.unparse(arg)}" for param, arg in zip(params, extra, strict=False)
+            )
+            found.append(
+                f"line {fence.line + node.lineno}: {name}(...) gets {len(node.args)} arguments "
+                f"by position; name those after the first {MAX_POSITIONAL}"
+                + (f": {names}" if names else "")
+            )
+    return found
+
+
 def _name(page: Path) -> str:
     return page.relative_to(ROOT).as_posix() if page.is_relative_to(ROOT) else str(page)
 
@@ -234,6 +307,7 @@ def check(pages: list[Path], every_page: bool) -> list[str]:
         found += [f"{_name(page)}:{problem}" for problem in fence_problems(text)]
         found += [f"{_name(page)}:{problem}" for problem in word_problems(text)]
         found += [f"{_name(page)}:{problem}" for problem in interpreter_problems(text)]
+        found += [f"{_name(page)}:{problem}" for problem in positional_problems(text)]
     found += lint_problems(pages)
     if every_page:
         found += [f"{section}: no page includes this section" for section in

@@ -131,3 +131,26 @@ def test_the_interpreter_rule_wants_triton_blocks_to_set_the_variable(body: str,
         '<!--pytest.mark.skipif(not __import__("torch").cuda.is_available(), reason="GPU")-->'
     )
     assert interpreter_problems(f"{gpu_only}\n```python\n{body}```\n") == []
+
+
+def test_the_keyword_rule_wants_the_books_classes_built_with_named_arguments():
+    """Issue 42: `TransformerEncoder(200, 24, 48, 8, 2, 0.5)` read as six bare numbers."""
+    from booktools.checks.docs import MAX_POSITIONAL, package_classes, positional_problems
+
+    assert MAX_POSITIONAL == 2
+    assert package_classes()["TransformerEncoder"][:6] == (
+        "vocab_size", "num_hiddens", "ffn_num_hiddens", "num_heads", "num_blks", "dropout",
+    )  # fmt: skip
+    bare = "```python\nencoder = TransformerEncoder(200, 24, 48, 8, 2, 0.5)\n```\n"
+    assert positional_problems(bare) == [
+        "line 2: TransformerEncoder(...) gets 6 arguments by position; name those after the "
+        "first 2: ffn_num_hiddens=48, num_heads=8, num_blks=2, dropout=0.5"
+    ]
+    named = (
+        "```python\nencoder = TransformerEncoder(\n"
+        "    200, 24, ffn_num_hiddens=48, num_heads=8, num_blks=2, dropout=0.5\n)\n```\n"
+    )
+    assert positional_problems(named) == []
+    # Only the book's classes, only runnable blocks: PyTorch's and output are left alone.
+    assert positional_problems("```python\nx = torch.zeros(2, 3, 4)\n```\n") == []
+    assert positional_problems("```text\nTransformerEncoder(200, 24, 48, 8, 2, 0.5)\n```\n") == []
