@@ -1,6 +1,6 @@
 """The rules of the pages, checked as the gate's docs check: ``python -m booktools.checks.docs``.
 
-Five rules, each a function that returns one line per problem (``PAGE:LINE: why``):
+Six rules, each a function that returns one line per problem (``PAGE:LINE: why``):
 
 - `fence_problems`: no code block may silently escape execution. pytest-codeblocks runs a
   fence only when its info string is exactly ``python``, ``sh`` or ``bash``; every other fence
@@ -20,6 +20,11 @@ Five rules, each a function that returns one line per problem (``PAGE:LINE: why`
 - `interpreter_problems`: a block that runs a Triton kernel and may run without a GPU sets
   ``TRITON_INTERPRET`` itself, before Triton loads: a reader runs it alone, without the
   variable the gate sets for every block.
+- `listing_problems`: on a chapter's core page, a listing of the package's source that the
+  reader sees unfolded is at most `LISTING_BUDGET` lines as the build shows it (docstrings cut
+  to their summary, `booktools.build.listings`): the idea in a listing a reader can retype,
+  the checks and fused paths in named helpers, longer code folded (``??? info``) or left to
+  the API page.
 - `positional_problems`: a block builds the book's classes with at most `MAX_POSITIONAL`
   arguments by position and names the rest (``TransformerEncoder(200, 24, ffn_num_hiddens=48,
   ...)``), so that an example reads itself. The classes keep their d2l signatures: a reader's
@@ -61,6 +66,10 @@ RANDOM_BEFORE = {
 #: What may follow "seed" to make it a random seed: a number, "= 0", "by seed".
 RANDOM_AFTER = re.compile(r"\s*(?:=\s*\d|\d|by seed\b)", re.I)
 COMMENT = re.compile(r"<!--.*?-->")
+#: The most lines of an unfolded listing on a core page, as the build shows it.
+LISTING_BUDGET = 30
+#: An admonition's opening line: ``???`` folds its body (``???+`` opens it), ``!!!`` shows it.
+ADMONITION = re.compile(r"^(?P<indent>\s*)(?P<kind>\?\?\?\+?|!!!)\s")
 #: The most arguments a page's block passes by position to a class of the package.
 MAX_POSITIONAL = 2
 
@@ -284,6 +293,59 @@ def positional_problems(text: str) -> list[str]:
                 + (f": {names}" if names else "")
             )
     return found
+
+
+def unfolded_listings(text: str, page: str = "a page") -> list[tuple[int, int, str]]:
+    """The listings of package source a reader sees without unfolding anything.
+
+    Args:
+        text: A Markdown page.
+        page: The page, named in errors.
+
+    Returns:
+        ``(line, lines shown, file)`` for each listing outside a folded admonition, ``line``
+        that of its fence in `text`.
+    """
+    from booktools.build.listings import listing
+
+    found, folds = [], []  # folds: (indent, folded) of the admonitions around the line
+    for piece in pieces(text):
+        if isinstance(piece, str):
+            if piece.strip():
+                indent = len(piece) - len(piece.lstrip())
+                folds = [fold for fold in folds if fold[0] < indent]
+                opening = ADMONITION.match(piece)
+                if opening:
+                    folds.append((len(opening["indent"]), opening["kind"] == "???"))
+            continue
+        folds = [fold for fold in folds if fold[0] < len(piece.indent)]
+        if piece.listing and not any(folded for _, folded in folds):
+            source, _ = listing(piece.listing, piece.body, page)
+            found.append((piece.line, len(source.split("\n")), piece.listing))
+    return found
+
+
+def listing_problems(text: str, page: str = "a page") -> list[str]:
+    """Unfolded listings longer than `LISTING_BUDGET` lines on a chapter's core page.
+
+    Args:
+        text: A Markdown page.
+        page: The page, named in errors.
+
+    Returns:
+        ``line N: why`` for each; nothing for a page that is not a chapter's core (a deep dive
+        says ``deep_dive:`` in its front matter).
+    """
+    from booktools.build.reading import front_matter
+
+    if "chapters/" not in page or front_matter(text).get("deep_dive"):
+        return []
+    return [
+        f"line {line}: a listing of {count} lines of {path} (a core page shows at most "
+        f"{LISTING_BUDGET} unfolded): show the idea, and fold the rest or move it to a helper"
+        for line, count, path in unfolded_listings(text, page)
+        if count > LISTING_BUDGET
+    ]
 
 
 def _name(page: Path) -> str:
