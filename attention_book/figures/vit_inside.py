@@ -1,35 +1,46 @@
 """Figures of the Vision Transformer chapter on the trained ViT's attention, and on Swin's windows.
 
 Drawing only: where the class token looks, how far each head looks (the mean attention
-distance against depth), and what windows save; the trained models and the distances come
-from `attention_book.experiments.vit`. The training results are drawn by
-`attention_book.figures.vit`.
+distance against depth), how alike the learned position embeddings are (the cosine similarity
+of every pair of patches' embeddings, and the words that read it), and what windows save; the
+trained models and the distances come from `attention_book.experiments.vit`. The training
+results are drawn by `attention_book.figures.vit`.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from functools import cache
 
 import matplotlib.pyplot as plt
 import numpy as np
 import torch
 from matplotlib.figure import Figure
+from torch import Tensor
+from torch.nn import functional as F
 
 from attention_book.experiments.vit import (
     VIT_CONFIG,
     vit_attention_distances,
     vit_digits,
+    vit_make_models,
     vit_trained_model,
 )
 from attention_book.plotting import BOOK_STYLE, markdown_table, new_figure
-from attention_book.vit import patch_distances
+from attention_book.store import seed_offset
+from attention_book.vit import ViT, patch_distances
 
 __all__ = [
     "FIGURES",
+    "position_similarity",
+    "position_similarity_readings",
+    "position_similarity_verdict",
     "vit_attention_distance",
     "vit_cls_attention",
     "vit_distance_findings",
     "vit_distance_table",
+    "vit_position_findings",
+    "vit_position_similarity",
     "vit_window_cost",
 ]
 
@@ -175,6 +186,193 @@ def vit_distance_findings() -> dict[str, str]:
     }
 
 
+# ---------------------------------------------------------------------------------------------
+# The learned position embeddings (the ViT paper's Figure 7, centre)
+
+
+def position_similarity(vit: ViT, *, num_prefix_tokens: int = 1) -> Tensor:
+    """Cosine similarity of every patch's position embedding with every other patch's.
+
+    The rows of the learned table ``vit.pos_embedding.P`` that belong to the patches (the
+    class token's row, and any other prefix row, left out), compared pairwise: 1 for two
+    vectors that point the same way, 0 for orthogonal ones, -1 for opposite ones.
+
+    Args:
+        vit: A ViT with a learned position table.
+        num_prefix_tokens: Rows of the table before the patches' (1: the class token).
+
+    Returns:
+        The similarities, patches in row-major order, float64.
+
+    Shapes:
+        - returns: ``(num_patches, num_patches)``, symmetric, ones on the diagonal
+    """
+    table = vit.pos_embedding.P.detach()[0, num_prefix_tokens:].double()  # (num_patches, D)
+    unit = F.normalize(table, dim=-1)  # (num_patches, D): each row of length 1
+    return unit @ unit.T  # (num_patches, num_patches)
+
+
+def position_similarity_readings(similarity: Tensor, grid_size: int) -> dict[str, float]:
+    """Mean similarities of the pairs of patches the chapter compares, on a square grid.
+
+    Args:
+        similarity: `position_similarity` of a ViT whose patches form a ``grid_size`` square.
+        grid_size: Patches per row and per column.
+
+    Returns:
+        "near": the mean over the pairs of neighbours one patch apart (above, below, left,
+        right); "far": over the pairs three or more patches apart; "line": over the pairs in
+        the same row or the same column (a patch and itself left out); "off_line": over the
+        pairs that share neither.
+
+    Raises:
+        ValueError: If `similarity` is not a square matrix with one row per patch.
+    """
+    num_patches = grid_size * grid_size
+    if similarity.shape != (num_patches, num_patches):
+        raise ValueError(
+            f"similarity must have shape (num_patches, num_patches) = ({num_patches}, "
+            f"{num_patches}) for a {grid_size}x{grid_size} grid, got {tuple(similarity.shape)}"
+        )
+    distance = patch_distances(grid_size)  # (num_patches, num_patches), in patches
+    row = torch.arange(num_patches) // grid_size
+    col = torch.arange(num_patches) % grid_size
+    shared = (row[:, None] == row[None]) | (col[:, None] == col[None])  # same row or column
+    similarity = similarity.double()
+    return {
+        "near": float(similarity[distance == 1].mean()),
+        "far": float(similarity[distance >= 3].mean()),
+        "line": float(similarity[shared & (distance > 0)].mean()),
+        "off_line": float(similarity[~shared].mean()),
+    }
+
+
+def position_similarity_verdict(readings: Sequence[Mapping[str, float]]) -> dict[str, str]:
+    """The chapter's words on the position embeddings, from each model's readings.
+
+    A comparison is stated only in the direction every model agrees on; where the models
+    disagree, the words say so, and how many of them found each direction.
+
+    Args:
+        readings: One `position_similarity_readings` per trained model.
+
+    Returns:
+        "distance_verdict": neighbours against far positions; "line_verdict": the patch's row
+        and column against the rest. Each also says whether it agrees with the ViT paper
+        (closer patches, and patches in the same row or column, are more alike).
+
+    Raises:
+        ValueError: If `readings` is empty.
+    """
+    if not readings:
+        raise ValueError("readings must hold one model's readings at least, got none")
+    n = len(readings)
+    models = "both models" if n == 2 else f"every one of the {n} models"
+    if n == 1:
+        models = "the one model"
+    near = sum(r["near"] > r["far"] for r in readings)
+    nearer = sum(r["near"] < r["far"] for r in readings)
+    if near == n:
+        distance = f"in {models}, neighbours are more alike than far positions, as in the paper"
+    elif nearer == n:
+        distance = (
+            f"in {models}, neighbours are less alike than far positions, the opposite of the "
+            "paper's finding"
+        )
+    else:
+        distance = (
+            f"the models disagree ({near} of {n} find neighbours more alike than far "
+            "positions), so distance leaves no consistent mark, unlike in the paper"
+        )
+    line = sum(r["line"] > r["off_line"] for r in readings)
+    off_line = sum(r["line"] < r["off_line"] for r in readings)
+    if line == n:
+        lines = (
+            f"in {models}, a patch resembles its row and column more than the rest, as in the paper"
+        )
+    elif off_line == n:
+        lines = (
+            f"in {models}, a patch resembles its row and column less than the rest, the "
+            "opposite of the paper's finding"
+        )
+    else:
+        lines = (
+            f"the models disagree ({line} of {n} find the row and column more alike than "
+            "the rest), so rows and columns leave no consistent mark, unlike in the paper"
+        )
+    return {"distance_verdict": distance, "line_verdict": lines}
+
+
+@cache
+def _position_similarities() -> Tensor:
+    """`position_similarity` of each full-data ViT: (num_seeds, num_patches, num_patches)."""
+    return torch.stack([position_similarity(vit_trained_model(s)) for s in VIT_CONFIG.seeds])
+
+
+def vit_position_similarity() -> Figure:
+    """Cosine similarity of the learned position embeddings (the ViT paper's Figure 7, centre).
+
+    One small grid per patch of the full-data ViT of seed 0, at that patch's place: the
+    similarity of its position embedding with every patch's, on the same red-blue scale
+    from -1 to 1 (its own place is 1).
+    """
+    similarity = _position_similarities()[0]
+    grid = 8 // VIT_CONFIG.patch_size
+    fig = new_figure((5.0, 4.0))
+    fig.set_layout_engine("constrained")
+    with plt.rc_context(BOOK_STYLE):
+        axes = fig.subplots(grid, grid, squeeze=False)
+        for patch in range(grid * grid):
+            row, col = divmod(patch, grid)
+            ax = axes[row, col]
+            image = ax.imshow(
+                similarity[patch].reshape(grid, grid), cmap="RdBu_r", vmin=-1.0, vmax=1.0
+            )
+            ax.set_xticks([])
+            ax.set_yticks([])
+            ax.grid(False)
+            for spine in ax.spines.values():  # a thin frame, so pale cells keep their edge
+                spine.set_visible(True)
+                spine.set_linewidth(0.5)
+                spine.set_color("gray")
+            if row == 0:
+                ax.set_title(f"column {col + 1}", fontsize=9)
+            if col == 0:
+                ax.set_ylabel(f"row {row + 1}", fontsize=9)
+        fig.supxlabel(
+            "the small grid at row r, column c: that patch against every patch", fontsize=9
+        )
+        bar = fig.colorbar(image, ax=axes, shrink=0.8, ticks=[-1, -0.5, 0, 0.5, 1])
+        bar.set_label("cosine similarity of position embeddings")
+    return fig
+
+
+def vit_position_findings() -> dict[str, str]:
+    """The numbers the chapter's reading of the position embeddings cites, and its verdict.
+
+    Returns:
+        "models" (how many full-data ViTs), their mean "near", "far", "line" and "off_line"
+        similarities (see `position_similarity_readings`), "growth" (how many times longer
+        the patches' position embeddings are after training than at its start, on average)
+        and `position_similarity_verdict`'s "distance_verdict" and "line_verdict".
+    """
+    grid = 8 // VIT_CONFIG.patch_size
+    readings = [position_similarity_readings(s, grid) for s in _position_similarities()]
+    lengths, starts = [], []
+    for seed in VIT_CONFIG.seeds:
+        lengths.append(vit_trained_model(seed).pos_embedding.P.detach()[0, 1:].norm(dim=-1))
+        with torch.random.fork_rng(devices=[]):  # leave the caller's generator alone
+            torch.manual_seed(seed + seed_offset())  # as `set_seed` seeds the training run,
+            start, _ = vit_make_models()  # which builds its ViT first: where it started
+        starts.append(start.pos_embedding.P.detach()[0, 1:].norm(dim=-1))
+    growth = float(torch.cat(lengths).mean() / torch.cat(starts).mean())
+    values = {"models": str(len(readings)), "growth": f"{growth:.0f}"}
+    for key in ("near", "far", "line", "off_line"):
+        mean = sum(r[key] for r in readings) / len(readings)
+        values[key] = f"{mean:.2f}".replace("-", "−")
+    return values | position_similarity_verdict(readings)
+
+
 def vit_window_cost() -> Figure:
     """Multiply-adds of global and of window self-attention against the number of patches.
 
@@ -205,12 +403,14 @@ def vit_window_cost() -> Figure:
 
 #: Bump when what this module's figures show changes: the build keys them by it
 #: (`attention_book.figures.declaration`), not by their source.
-VERSION = 1
+VERSION = 2
 
 FIGURES = (
     vit_cls_attention,
     vit_attention_distance,
     vit_distance_table,
     vit_distance_findings,
+    vit_position_similarity,
+    vit_position_findings,
     vit_window_cost,
 )

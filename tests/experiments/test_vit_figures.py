@@ -16,6 +16,10 @@ next to the numbers, on the page that states it:
   checked here on made-up numbers in every direction);
 - mean attention distance: essentially flat with depth and close to uniform attention's (which
   does not make the attention uniform);
+- position embeddings (the inside page): the figure's data is the cosine similarity of the
+  patches' rows of the learned table, the readings average the pairs the page names, and
+  `position_similarity_verdict` words each comparison in the direction every model agrees on,
+  or says that they disagree (checked here on made-up readings in every direction);
 
 The last two need the trained models, so they read the stored result and are skipped, saying
 why, where the store does not hold it yet (``make site`` trains it).
@@ -187,3 +191,138 @@ def test_attention_distances_read_as_the_chapter_says():
     assert "essentially flat with depth, and close to the distance of uniform attention" in text
     assert "does not make the attention uniform" in text
     assert "grows with every block" not in text
+
+
+# ---------------------------------------------------------------------------------------------
+# The learned position embeddings (vit-inside.md, "What the position embeddings learned")
+
+
+def test_position_similarity_is_the_cosine_similarity_of_the_patches_rows():
+    import torch
+    from torch.nn import functional as F
+
+    from attention_book.experiments.vit import vit_make_models
+    from attention_book.figures.vit_inside import position_similarity
+
+    torch.manual_seed(0)
+    vit, _ = vit_make_models()
+    num_patches = vit.patch_embedding.num_patches
+    with torch.no_grad():
+        vit.pos_embedding.P[0, 2] = 3.0 * vit.pos_embedding.P[0, 1]  # patch 1 = 3 x patch 0
+        vit.pos_embedding.P[0, 3] = -vit.pos_embedding.P[0, 1]  # patch 2 = -(patch 0)
+    similarity = position_similarity(vit)
+    assert similarity.shape == (num_patches, num_patches) == (16, 16)
+    assert similarity.dtype == torch.float64
+    torch.testing.assert_close(similarity.diagonal(), torch.ones(16, dtype=torch.float64))
+    torch.testing.assert_close(similarity, similarity.T)  # symmetric
+    assert similarity.abs().max() <= 1 + 1e-12
+    assert similarity[0, 1].item() == pytest.approx(1.0)  # a length does not count
+    assert similarity[0, 2].item() == pytest.approx(-1.0)
+    table = vit.pos_embedding.P.detach()[0].double()
+    expected = F.cosine_similarity(table[5], table[11], dim=0)  # patches 4 and 10
+    assert similarity[4, 10].item() == pytest.approx(expected.item())
+    with torch.no_grad():
+        vit.pos_embedding.P[0, 0] = 1.0  # the class token's row belongs to no patch
+    torch.testing.assert_close(position_similarity(vit), similarity)
+
+
+def test_position_readings_average_the_pairs_the_page_names():
+    import torch
+
+    from attention_book.figures.vit_inside import position_similarity_readings
+    from attention_book.vit import patch_distances
+
+    distance = patch_distances(4)  # (16, 16), in patches
+    readings = position_similarity_readings(-distance, 4)
+    assert readings["near"] == pytest.approx(-1.0)  # neighbours: one patch apart
+    far = distance[distance >= 3]
+    assert readings["far"] == pytest.approx(-far.mean().item())
+    assert len(far) == 60  # 30 pairs, each counted from both ends
+    # Along a row of 4, the 12 ordered pairs lie 1 (6 of them), 2 (4) or 3 (2) patches apart.
+    assert readings["line"] == pytest.approx(-(6 * 1 + 4 * 2 + 2 * 3) / 12)
+    # Off the row and column, a pair is apart in both directions: never a whole distance here.
+    off_line = distance[distance != distance.round()]
+    assert len(off_line) == 16 * 9
+    assert readings["off_line"] == pytest.approx(-off_line.mean().item())
+    row_alike = torch.zeros(16, 16, dtype=torch.float64)
+    row_alike[torch.arange(16)[:, None] // 4 == torch.arange(16)[None] // 4] = 1.0
+    rows = position_similarity_readings(row_alike, 4)
+    assert rows["line"] == pytest.approx(0.5) and rows["off_line"] == 0.0
+    with pytest.raises(ValueError, match=r"\(16, 16\) for a 4x4 grid, got \(9, 9\)"):
+        position_similarity_readings(torch.zeros(9, 9), 4)
+
+
+def made_up(near: float, far: float, line: float, off_line: float) -> dict[str, float]:
+    return {"near": near, "far": far, "line": line, "off_line": off_line}
+
+
+def test_the_position_verdict_says_more_less_or_that_the_models_disagree():
+    from attention_book.figures.vit_inside import position_similarity_verdict
+
+    like_the_paper = position_similarity_verdict([made_up(0.5, 0.1, 0.4, 0.0)] * 3)
+    assert like_the_paper["distance_verdict"] == (
+        "in every one of the 3 models, neighbours are more alike than far positions, as in the "
+        "paper"
+    )
+    assert like_the_paper["line_verdict"] == (
+        "in every one of the 3 models, a patch resembles its row and column more than the rest, "
+        "as in the paper"
+    )
+    unlike = position_similarity_verdict([made_up(-0.2, 0.0, -0.1, 0.0)] * 2)
+    assert unlike["distance_verdict"] == (
+        "in both models, neighbours are less alike than far positions, the opposite of the "
+        "paper's finding"
+    )
+    assert unlike["line_verdict"] == (
+        "in both models, a patch resembles its row and column less than the rest, the opposite "
+        "of the paper's finding"
+    )
+    mixed = position_similarity_verdict(
+        [made_up(0.2, 0.0, 0.1, 0.0), made_up(-0.2, 0.0, -0.1, 0.0), made_up(0.1, 0.1, 0.0, 0.0)]
+    )
+    assert mixed["distance_verdict"] == (
+        "the models disagree (1 of 3 find neighbours more alike than far positions), so "
+        "distance leaves no consistent mark, unlike in the paper"
+    )
+    assert mixed["line_verdict"] == (
+        "the models disagree (1 of 3 find the row and column more alike than the rest), so rows "
+        "and columns leave no consistent mark, unlike in the paper"
+    )
+    one = position_similarity_verdict([made_up(0.3, 0.0, 0.3, 0.0)])
+    assert one["distance_verdict"].startswith("in the one model, neighbours are more alike")
+    with pytest.raises(ValueError, match="got none"):
+        position_similarity_verdict([])
+
+
+def test_the_inside_page_reads_the_position_findings_and_shows_the_figure():
+    from attention_book.figures.vit_inside import FIGURES
+
+    text = chapter_text(INSIDE)
+    assert "![A 4×4 grid of small 4×4 heatmaps" in text
+    assert "(../figures/vit_position_similarity.svg)" in text
+    keys = ("growth", "models", "near", "far", "line", "off_line")
+    for key in (*keys, "distance_verdict", "line_verdict"):
+        assert f"{{{{ build:vit_position_findings.{key} }}}}" in text, key
+    # The verdicts end sentences that name what they compare, whatever the direction.
+    assert (
+        "with the patches three or more patches away: "
+        "{{ build:vit_position_findings.distance_verdict }}." in text
+    )
+    assert "share neither: {{ build:vit_position_findings.line_verdict }}." in text
+    assert "In their ViT-L/32, closer patches had more similar embeddings" in text
+    names = [f.__name__ for f in FIGURES]
+    assert "vit_position_similarity" in names and "vit_position_findings" in names
+
+
+@needs_stored_result
+def test_position_findings_read_as_the_chapter_says():
+    from attention_book.figures.vit_inside import vit_position_findings
+
+    found = vit_position_findings()
+    assert found["models"] == str(len(VIT_CONFIG.seeds))
+    # "The trained vectors are on average N times as long as they were at the start, so
+    # whatever they show was learned": a growth far beyond the start's length.
+    assert float(found["growth"]) >= 3, found
+    for key in ("near", "far", "line", "off_line"):
+        assert -1 <= float(found[key].replace("−", "-")) <= 1, found
+    assert found["distance_verdict"] and found["line_verdict"]
