@@ -513,3 +513,44 @@ def test_the_decoding_page_explains_the_empty_beam_and_cites_what_it_rests_on():
         assert source in text, source
     # The exercise no longer promises a short-output bias its printed lengths may not show.
     assert "which favours short outputs" not in text and "which can favour short outputs" in text
+
+
+#: The ViT paper (Dosovitskiy et al., 2021, arXiv:2010.11929), Appendix D.3 and Figure 9: the
+#: class token trained at 8e-4, global average pooling as well only at 3e-4.
+CLS_LR, GAP_LR = "8·10⁻⁴", "3·10⁻⁴"
+
+
+def test_the_vit_inside_page_cites_what_the_third_review_found_missing():
+    text = " ".join(page("vit-inside.md").split())
+    references = text[text.index("## References") :]
+    # Class token against global average pooling, and which of the two the book's ViT reads.
+    cls = section(page("vit-inside.md"), "## Where the class token looks")
+    cls = " ".join(cls.split())
+    assert "Dosovitskiy et al. ([2021](#references), Appendix D.3 and Figure 9)" in cls
+    assert "(global average pooling, GAP)" in cls
+    assert f"GAP needed a smaller one ({GAP_LR} against the class token's {CLS_LR})" in cls
+    assert "both worked about equally well" in cls
+    source = (ROOT / "attention_book" / "vit.py").read_text(encoding="utf-8")
+    assert "return self.head(X[:, 0])" in source, "the book's ViT no longer reads the class token"
+    assert "The book's ViT reads the class token (`self.head(X[:, 0])` in `ViT.forward`)" in cls
+    # Cordonnier et al.: the theorem (K^2 heads for a K x K kernel) beside the attention distance.
+    assert "Cordonnier et al. ([2020](#references), Theorem 1) proved" in text
+    assert "any convolution with a $K \\times K$ kernel, given $K^2$ heads" in text
+    assert "with relative positions" in text and "(Section 4)" in text
+    # Raghu et al.: too little data, no local heads in the lower layers; related to the runs.
+    assert "Raghu et al. ([2021](#references), Section 5 and Figure 4)" in text
+    assert "ViT-L/16 and ViT-H/14 trained on ImageNet alone" in text
+    assert "their lower layers did not learn to attend locally" in text
+    assert "The book's ViT, trained on 1,347 digits, has no local heads either" in text
+    # The similarity of the position embeddings, as the paper's Figure 7 (centre) shows it.
+    assert "Section 4.5 and Figure 7, centre" in text and "In their ViT-L/32" in text
+    assert "(Appendix D.4 and Figure 10)" in text and "(Table 8)" in text
+    for entry in (
+        "Cordonnier, J.-B., Loukas, A., & Jaggi, M. (2020)",
+        "arXiv:1911.03584",
+        "Raghu, M., Unterthiner, T., Kornblith, S., Zhang, C., & Dosovitskiy, A. (2021)",
+        "*NeurIPS 2021*",
+        "arXiv:2108.08810",
+        "Appendix D.3 and Figure 9 (class token against global average pooling)",
+    ):
+        assert entry in references, entry
