@@ -554,3 +554,120 @@ def test_the_vit_inside_page_cites_what_the_third_review_found_missing():
         "Appendix D.3 and Figure 9 (class token against global average pooling)",
     ):
         assert entry in references, entry
+
+
+def test_the_positions_page_states_ropes_long_term_decay_as_a_trend_of_a_bound():
+    import torch
+
+    from attention_book.rotary import rotary_angles
+
+    text = " ".join(section(page("optimizations-positions.md"), "### Long-term decay").split())
+    assert "Su et al. ([2021](#references), section 3.4.3)" in text
+    assert "\\le \\Big( \\max_j \\lvert h_{j+1} - h_j \\rvert \\Big) \\sum_{j=1}^{d/2}" in text
+    assert "offsets 1000-9999 mean 4.8, largest 12.2" in text
+    assert "It is a trend, not a fall at every step" in text
+    assert "a bound on what a score *can* reach" in text
+    references = page("optimizations-positions.md").split("## References")[1]
+    assert "section 3.4.3: long-term decay" in " ".join(references.split())
+    # What the prose says of the bound holds for heads of 128 features (RoFormer's base).
+    angles = rotary_angles(torch.arange(10_000), 128)
+    bound = torch.polar(torch.ones_like(angles), angles).cumsum(dim=-1).abs().mean(dim=-1)
+    ranges = [bound[low:high] for low, high in ((1, 10), (10, 100), (100, 1000), (1000, 10_000))]
+    means = [part.mean().item() for part in ranges]
+    assert means == sorted(means, reverse=True)  # the mean falls from range to range
+    rises = (bound[1:] > bound[:-1]).float().mean().item()
+    assert 0.4 < rises < 0.6  # "about as often as it falls"
+    assert ranges[3].max() > ranges[2].max()  # the thousands' peak above the hundreds'
+
+
+def test_the_positions_page_stretches_rope_with_checked_sources_and_no_measured_claim():
+    import torch
+
+    from attention_book.rotary import rotary_angles
+
+    raw = page("optimizations-positions.md")
+    text = " ".join(section(raw, "## Stretching RoPE past the trained length").split())
+    for needle in (
+        "**Position interpolation** ([Chen et al., 2023](#references)) multiplies every position"
+        " by $L/L' = 1/s$",
+        "to windows of up to 32,768 tokens within 1,000 steps",
+        "**NTK-aware scaling** ([bloc97, 2023](#references)",
+        "section 3.1 and appendix A.1",
+        "$\\text{base} \\cdot s^{d/(d-2)}$",
+        "better than interpolation on models that are not fine-tuned, and worse on models that are",
+        "**YaRN** ([Peng et al., 2023](#references), sections 3.2 to 3.4)",
+        '("NTK-by-parts")',
+        "$\\sqrt{1/t} = 0.1 \\ln s + 1$",
+        "Fine-tuned for 400 steps with $s = 16$",
+        "interpolated [1.004, 1.004, 1.004, 1.004, 1.004] 0.50",
+        "NTK-aware [1.492, 1.351, 1.224, 1.108, 1.004] 1.00",
+        'the "out-of-bound" values Peng et al. name as its weakness (section 3.1)',
+        "past position 128 is not measured here",
+    ):
+        assert needle in text, needle
+    references = " ".join(raw.split("## References")[1].split())
+    for entry in (
+        "Chen, S., Wong, S., Chen, L., & Tian, Y. (2023)",
+        "arXiv:2306.15595",
+        "Peng, B., Quesnelle, J., Fan, H., & Shippole, E. (2023)",
+        "arXiv:2309.00071",
+        "bloc97 (2023). NTK-Aware Scaled RoPE",
+        "reddit.com/r/LocalLLaMA/comments/14lz7j5",
+    ):
+        assert entry in references, entry
+    # The facts the block prints: interpolation keeps position 255 within half a position of
+    # 127; the NTK-aware base slows the slowest pair exactly s times and the fastest not at all.
+    s, head_dim = 2.0, 16
+    plain = rotary_angles(torch.tensor([1]), head_dim)[0]
+    ntk = rotary_angles(torch.tensor([1]), head_dim, base=10000 * s ** (head_dim / 14))[0]
+    assert torch.allclose(ntk[[0, -1]], plain[[0, -1]] / torch.tensor([1.0, s], dtype=ntk.dtype))
+    assert 255 / s - 127 == 0.5
+
+
+def test_the_windows_page_draws_the_rolling_buffer_and_cites_attention_sinks():
+    raw = page("optimizations-windows.md")
+    text = " ".join(raw.split())
+    figure = "](../figures/optimizations_rolling_buffer.svg)"
+    # The figure sits where the page first explains the rolling buffer, with alt text.
+    assert text.index('"rolling buffer" of $w$ entries') < text.index(figure)
+    assert text.index(figure) < text.index("A window does not limit what a *deep* model can see")
+    assert "![Two grids of four cache slots" in text and "token p goes into slot p mod 4" in text
+    assert "slot $p \\bmod w$" in text
+    for needle in (
+        "Xiao et al. ([2023](#references)) ran language models trained with full attention",
+        "Llama-2-13B reached a perplexity of 5158.07 with the last 1,024 tokens cached",
+        "and 5.40 when the first 4 tokens were kept beside the last 1,020 (Table 1)",
+        "*attention sinks*",
+        "counts positions within the cache rather than within the text",
+        "section 3.2",
+        "up to 4 million tokens without any fine-tuning",
+    ):
+        assert needle in text, needle
+    references = " ".join(raw.split("## References")[1].split())
+    assert "Xiao, G., Tian, Y., Chen, B., Han, S., & Lewis, M. (2023)" in references
+    assert "arXiv:2309.17453" in references
+
+
+def test_the_caches_page_counts_a_quantized_cache_on_a_published_model():
+    raw = page("optimizations-caches.md")
+    text = " ".join(raw.split())
+    section_text = " ".join(section(raw, "## Fewer bits per number").split())
+    for needle in (
+        '(`kv_cache_dtype="fp8"`), with one scaling factor per tensor or per head',
+        "KIVI ([Liu et al., 2024](#references)) goes down to 2 bits without fine-tuning",
+        "quantizes the keys per channel",
+        "and the values per token",
+        "8-bit (FP8) 0.625 GiB, 2.00x smaller",
+        "2-bit + 16-bit scale and minimum per 32 0.234 GiB, 5.33x smaller",
+        "about five times, not eight",
+        "2.6 times less peak memory",
+    ):
+        assert needle in section_text, needle
+    assert 16 / (2 + 2 * 16 / 32) == 16 / 3  # one extra bit per number for groups of 32
+    assert "three other answers to the size of the cache" in text
+    references = " ".join(raw.split("## References")[1].split())
+    assert "Liu, Z., Yuan, J., Jin, H., Zhong, S., Xu, Z., Braverman, V., Chen, B., & Hu, X." in (
+        references
+    )
+    assert "arXiv:2402.02750" in references and "github.com/jy-yuan/KIVI" in references
+    assert "docs.vllm.ai/en/latest/features/quantization/quantized_kvcache" in references
