@@ -147,3 +147,30 @@ def test_the_pages_word_the_verdicts_from_the_build():
     positions = (CHAPTERS / "optimizations-positions.md").read_text(encoding="utf-8")
     for key in ("others_moved", "alibi", "rotary"):
         assert f"{{{{ build:optimizations_extrapolation.{key} }}}}" in positions, key
+
+
+def test_the_rolling_buffer_figure_shows_token_p_in_slot_p_mod_w_and_a_pinned_sink():
+    from attention_book.figures.optimizations_windows import (
+        FIGURES,
+        optimizations_rolling_buffer,
+        rolling_buffer_rows,
+    )
+
+    assert optimizations_rolling_buffer in FIGURES
+    for p, row in enumerate(rolling_buffer_rows(10, 4)):  # Mistral's rolling buffer
+        assert row[p % 4] == p
+        assert sorted(t for t in row if t is not None) == list(range(max(0, p - 3), p + 1))
+    for p, row in enumerate(rolling_buffer_rows(10, 4, sinks=1)):  # StreamingLLM's, one sink
+        assert row[0] == 0  # the first token is never overwritten
+        kept = {t for t in row if t is not None}
+        assert kept == {0} | set(range(max(1, p - 2), p + 1))  # and the last three
+    with pytest.raises(ValueError, match="sinks"):
+        rolling_buffer_rows(3, 2, sinks=2)
+    # The figure labels exactly the tokens the rows hold: 8 tokens, 4 slots, 0 and 1 sink.
+    fig = optimizations_rolling_buffer()
+    drawn = sorted(t.get_text() for ax in fig.axes for t in ax.texts)
+    rows = rolling_buffer_rows(8, 4) + rolling_buffer_rows(8, 4, sinks=1)
+    held = sorted(f"$x_{{{t}}}$" for row in rows for t in row if t is not None)
+    assert drawn == held
+    page = (CHAPTERS / "optimizations-windows.md").read_text(encoding="utf-8")
+    assert "](../figures/optimizations_rolling_buffer.svg)" in page
