@@ -671,3 +671,15 @@ def test_the_caches_page_counts_a_quantized_cache_on_a_published_model():
     )
     assert "arXiv:2402.02750" in references and "github.com/jy-yuan/KIVI" in references
     assert "docs.vllm.ai/en/latest/features/quantization/quantized_kvcache" in references
+
+
+def test_the_introduction_credits_the_evidence_on_long_sentences_and_its_prerequisites():
+    """Issue 41: Sutskever et al. report no difficulty on long sentences; Cho et al. (2014b)
+    measured the degradation. Issue 42: the introduction assumes recurrent networks."""
+    text = (CHAPTERS / "introduction.md").read_text(encoding="utf-8")
+    assert "anyone could see" not in text
+    assert "Cho et al. ([2014b](#references)) found that such models translate long" in text
+    assert '"did not have difficulty on long\nsentences"' in text
+    front = text.split("---")[1]
+    assert "recurrent networks (a GRU or an LSTM)" in front
+    assert "chapters 9 and 10 of *Dive into Deep Learning*" in text
