@@ -22,6 +22,10 @@ The reader also keeps what the pages say *about* a block, in HTML comments just 
   before it (`Fence.is_output`; that block has `Fence.has_output`);
 - ``<!--pytest-codeblocks:cont-->``: this block continues the one before it (`Fence.continues`).
 
+One mark comes *after* a block, on the line that follows its closing fence:
+``<!--book:printed-->`` (`PRINTED`), where the build writes what the block printed
+(`booktools.build.printed`, `printed_chains`).
+
 What a block imports (`imported_packages`) is read here too, once for the tools that ask: the
 snippet runner (what to import before the blocks fork) and the "tested with" line of a chapter.
 """
@@ -44,6 +48,9 @@ SKIP = re.compile(
     r"^pytest\.mark\.(?:skipif\((?P<condition>.+?),\s*|skip\()"
     r"reason=(?P<quote>[\"'])(?P<reason>.*?)(?P=quote)\)$"
 )
+
+#: The line after a block whose output the build writes under it (`booktools.build.printed`).
+PRINTED = re.compile(r"^(?P<indent>\s*)<!--\s*book:printed\s*-->\s*$")
 
 OUTPUT_MARK = "pytest-codeblocks:expected-output"
 CONTINUATION_MARK = "pytest-codeblocks:cont"
@@ -137,8 +144,12 @@ class Fence:
 
 
 def is_mark(line: str) -> bool:
-    """Whether a line is a ``<!--pytest...-->`` test mark (not for readers of a notebook)."""
-    return MARK.match(line) is not None
+    """Whether a line is a mark for the tools, not for readers of a notebook.
+
+    A ``<!--pytest...-->`` test mark, or the ``<!--book:printed-->`` after a block whose output
+    the build writes.
+    """
+    return MARK.match(line) is not None or PRINTED.match(line) is not None
 
 
 def _closes(line: str, ticks: str) -> bool:
@@ -233,6 +244,47 @@ def runnable_blocks(text: str) -> list[str]:
         leading and trailing blank lines.
     """
     return [fence.code.strip("\n") for fence in fences(text) if fence.runnable]
+
+
+def printed_chains(text: str) -> list[tuple[Fence, list[str]]]:
+    """The blocks followed by ``<!--book:printed-->``, each with the code it runs.
+
+    A block that continues the blocks before it (``pytest-codeblocks:cont``) runs after them,
+    as pytest-codeblocks runs it.
+
+    Args:
+        text: A Markdown page.
+
+    Returns:
+        ``(fence, codes)`` for each marked block, in page order: the codes of the blocks it
+        continues, then its own.
+
+    Raises:
+        ValueError: If a mark does not come right after a runnable block's closing fence,
+            naming its line.
+    """
+    found, chain = [], []
+    last: Fence | None = None  # the last piece, if it was a runnable fence
+    line = 0  # the page line of the last piece
+    for piece in pieces(text):
+        if isinstance(piece, Fence):
+            if piece.runnable:
+                chain = [*chain, piece.code] if piece.continues else [piece.code]
+                last = piece
+            else:
+                last = None
+            line = piece.end
+            continue
+        line += 1
+        if PRINTED.match(piece):
+            if last is None:
+                raise ValueError(
+                    f"line {line}: <!--book:printed--> must come right after a runnable "
+                    "block's closing fence"
+                )
+            found.append((last, list(chain)))
+        last = None
+    return found
 
 
 def rewrite(text: str, replace_lines: Callable[[Fence, list[str]], list[str] | None]) -> str:

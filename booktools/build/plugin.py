@@ -9,10 +9,13 @@ in build order:
    structure from the nav, the pages' front matter and the package, and puts a page per module
    in the nav's API reference (`booktools.build.structure`).
 2. ``on_files``: draws every figure and build fragment the pages use (`booktools.build.figures`),
-   exports the trained models that pages run live in the browser (`booktools.live.widgets`), adds
-   KaTeX's style sheet and fonts (`booktools.build.katex`), one notebook per chapter
-   (`booktools.build.notebooks`) and the generated API pages (`booktools.build.structure`).
-3. ``on_page_markdown``: puts in the lists the book's structure makes (``{{ book:NAME }}``: the
+   runs the blocks marked ``<!--book:printed-->`` whose output the cache lacks
+   (`booktools.build.printed`), exports the trained models that pages run live in the browser
+   (`booktools.live.widgets`), adds KaTeX's style sheet and fonts (`booktools.build.katex`),
+   one notebook per chapter (`booktools.build.notebooks`) and the generated API pages
+   (`booktools.build.structure`).
+3. ``on_page_markdown``: writes under each marked block what it printed, puts in the lists
+   the book's structure makes (``{{ book:NAME }}``: the
    chapter map, the learning path, the plan of the book, the API index:
    `booktools.build.structure`), expands the listings of package source
    (`booktools.build.listings`), puts a
@@ -54,6 +57,7 @@ from booktools.build.katex import add_katex, render_math
 from booktools.build.listings import expand_listings
 from booktools.build.notebooks import CHAPTERS, add_notebooks, notebook_uri
 from booktools.build.notes import first_run_notes
+from booktools.build.printed import insert_printed, print_blocks
 from booktools.build.reading import deep_dive_note, length_report, measure_page
 from booktools.build.referee import referee
 from booktools.build.search_index import (
@@ -139,6 +143,8 @@ class BookPlugin(BasePlugin):
         """
         state = build_state(config)
         add_figures(files, config, state)
+        pages = [(f"docs/{f.src_uri}", f.content_string) for f in files.documentation_pages()]
+        state.printed = print_blocks(pages)
         add_live_models(files, config, state)
         add_katex(files, config)
         add_notebooks(files, config, state)
@@ -162,6 +168,7 @@ class BookPlugin(BasePlugin):
         """
         state = build_state(config)
         source = f"docs/{page.file.src_uri}"
+        markdown = insert_printed(markdown, source, state.printed)
         written = markdown  # the page's own blocks, before listings are added
         lower_api_pages(page.file.src_uri, page.meta)
         markdown = insert_structure(markdown, page.file.src_uri, state.book)

@@ -33,6 +33,10 @@ from selectolax.lexbor import LexborHTMLParser
 #: `text_length` counts them): about 40 minutes at `PACE`.
 CORE_BUDGET = 36_000
 
+#: The most minutes the core route may take (every core page whose front matter says
+#: ``route: core``), by the pages' own estimates (`reading_minutes`): three and a half hours.
+CORE_ROUTE_MINUTES = 210
+
 #: A steady reading pace for a page of prose, code and math, in characters of text per minute
 #: (about 180 words of five letters and a space).
 PACE = 1_000
@@ -172,6 +176,45 @@ def measure_page(html: str, page: str, meta: dict, lengths: dict[str, int]) -> s
         f'{PACE:,} a minute">{kind} {reading_minutes(characters)} minutes to read</p>'
     )
     return TITLE_END.sub(lambda match: match[0] + note, html, count=1)
+
+
+def core_route_minutes(lengths: dict[str, int], routes: dict[str, str]) -> dict[str, int]:
+    """The reading estimate of each page on the core route.
+
+    Args:
+        lengths: `text_length` by page (``chapters/x.md``).
+        routes: Each chapter's core page and its route (``core`` or ``optional``).
+
+    Returns:
+        Minutes by page, for the pages whose route is ``core``, in `routes`' order.
+    """
+    return {page: reading_minutes(lengths[page])
+            for page, route in routes.items() if route == "core" and page in lengths}  # fmt: skip
+
+
+def check_core_route(lengths: dict[str, int], routes: dict[str, str]) -> str:
+    """Hold the core route to `CORE_ROUTE_MINUTES`.
+
+    Args:
+        lengths: `text_length` by page.
+        routes: Each chapter's core page and its route.
+
+    Returns:
+        A line that says how long the core route takes.
+
+    Raises:
+        PluginError: If it takes longer than `CORE_ROUTE_MINUTES`, naming each page's estimate.
+    """
+    minutes = core_route_minutes(lengths, routes)
+    total = sum(minutes.values())
+    pages = ", ".join(f"{page} {count} min" for page, count in minutes.items())
+    if total > CORE_ROUTE_MINUTES:
+        raise PluginError(
+            f"the core route takes {total} minutes to read, over its budget of "
+            f"{CORE_ROUTE_MINUTES} ({pages}): move what a core page can do without into a "
+            "deep dive"
+        )
+    return f"the core route: {total} minutes to read, of {CORE_ROUTE_MINUTES} ({pages})"
 
 
 def length_report(lengths: dict[str, int]) -> str:

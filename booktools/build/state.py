@@ -36,6 +36,8 @@ class BuildState:
             the search index must hold (`booktools.build.search_index`).
         live: Each live widget's facts (`booktools.live.widgets.widget_facts`): its exported model's
             folder, sizes and reference cases, by widget name (``{{ live:NAME }}``).
+        printed: What each block marked ``<!--book:printed-->`` printed in this build, by its
+            codes (`booktools.build.printed`).
         book: The book's structure (`booktools.build.structure.Book`), read from the nav, the
             pages' front matter and the package; None where no build read it.
     """
@@ -45,6 +47,7 @@ class BuildState:
     page_lengths: dict[str, int] = field(default_factory=dict)
     search_samples: dict[str, list[str]] = field(default_factory=dict)
     live: dict[str, dict] = field(default_factory=dict)
+    printed: dict[str, str] = field(default_factory=dict)
     book: Book | None = None
 
     def fragment(self, name: str, page: str) -> str:

@@ -1,6 +1,6 @@
 """The rules of the pages, checked as the gate's docs check: ``python -m booktools.checks.docs``.
 
-Six rules, each a function that returns one line per problem (``PAGE:LINE: why``):
+Seven rules, each a function that returns one line per problem (``PAGE:LINE: why``):
 
 - `fence_problems`: no code block may silently escape execution. pytest-codeblocks runs a
   fence only when its info string is exactly ``python``, ``sh`` or ``bash``; every other fence
@@ -25,6 +25,10 @@ Six rules, each a function that returns one line per problem (``PAGE:LINE: why``
   to their summary, `booktools.build.listings`): the idea in a listing a reader can retype,
   the checks and fused paths in named helpers, longer code folded (``??? info``) or left to
   the API page.
+- `printed_problems`: a block that reads a trained model or a stored experiment (it imports
+  from ``attention_book.experiments``) and prints shows what it printed: its expected output,
+  or ``<!--book:printed-->`` on the line after it, where the build writes what it printed
+  (`booktools.build.printed`). A reader should see what the book's model answers.
 - `positional_problems`: a block builds the book's classes with at most `MAX_POSITIONAL`
   arguments by position and names the rest (``TransformerEncoder(200, 24, ffn_num_hiddens=48,
   ...)``), so that an example reads itself. The classes keep their d2l signatures: a reader's
@@ -46,7 +50,7 @@ import tempfile
 from pathlib import Path
 
 from booktools import ROOT
-from booktools.markdown import fences, pieces
+from booktools.markdown import fences, pieces, printed_chains
 
 #: The pages the rules read: every Markdown file of ``docs/``, and the README.
 PAGES = [*sorted((ROOT / "docs").rglob("*.md")), ROOT / "README.md"]
@@ -346,6 +350,36 @@ def listing_problems(text: str, page: str = "a page") -> list[str]:
         for line, count, path in unfolded_listings(text, page)
         if count > LISTING_BUDGET
     ]
+
+
+def printed_problems(text: str) -> list[str]:
+    """Blocks that print what a trained model or stored experiment gives, and show nothing.
+
+    Args:
+        text: A Markdown page.
+
+    Returns:
+        ``line N: why`` for each runnable block that imports from ``attention_book.experiments``
+        and calls ``print``, without expected output, without ``<!--book:printed-->`` after it
+        and not skipped; and for a mark that follows no block.
+    """
+    try:
+        marked = {fence.line for fence, _ in printed_chains(text)}
+    except ValueError as error:
+        return [str(error)]
+    found = []
+    for fence in fences(text):
+        reads = re.search(r"^\s*from attention_book\.experiments\b", fence.code, re.M)
+        prints = re.search(r"\bprint\(", fence.code)
+        if not (fence.runnable and reads and prints) or fence.has_output or fence.skip:
+            continue
+        if fence.line not in marked:
+            found.append(
+                f"line {fence.line}: this block prints what a trained model or a stored "
+                "experiment gives, and the page shows nothing: put <!--book:printed--> on the "
+                "line after it (the build writes what it printed), or its expected output"
+            )
+    return found
 
 
 def _name(page: Path) -> str:

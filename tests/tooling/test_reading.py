@@ -272,3 +272,17 @@ def test_the_learning_path_check_fails_on_what_it_must_reject():
         "B needs 'C', which is not earlier",
     ]
     assert learning_path_problems(text, ["chapters/b.md"])[0].startswith("the learning path lists")
+
+
+def test_the_core_route_is_held_to_three_and_a_half_hours():
+    """Issue 42: the core route took 4 h 20 min by the pages' own estimates."""
+    from booktools.build.reading import CORE_ROUTE_MINUTES, check_core_route, core_route_minutes
+
+    assert CORE_ROUTE_MINUTES == 210
+    routes = {"chapters/a.md": "core", "chapters/b.md": "optional", "chapters/c.md": "core"}
+    lengths = {"chapters/a.md": 29_500, "chapters/b.md": 90_000, "chapters/c.md": 100_000}
+    assert core_route_minutes(lengths, routes) == {"chapters/a.md": 30, "chapters/c.md": 100}
+    assert check_core_route(lengths, routes).startswith("the core route: 130 minutes to read")
+    lengths["chapters/c.md"] = 181_000
+    with pytest.raises(PluginError, match=r"the core route takes 215 minutes to read, over its"):
+        check_core_route(lengths, routes)
