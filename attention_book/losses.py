@@ -24,6 +24,25 @@ __all__ = [
 ]
 
 
+def _check_loss_inputs(
+    logits: torch.Tensor, labels: torch.Tensor, valid_lens: torch.Tensor, reduction: str
+) -> None:
+    """Raise a ValueError unless the shapes of `masked_cross_entropy`'s inputs agree."""
+    if logits.dim() != 3 or labels.shape != logits.shape[:2]:
+        raise ValueError(
+            "logits must have shape (batch, num_steps, vocab_size) and labels "
+            f"(batch, num_steps), got logits {tuple(logits.shape)} and labels "
+            f"{tuple(labels.shape)}"
+        )
+    if valid_lens.shape != labels.shape[:1]:
+        raise ValueError(
+            f"valid_lens must have shape (batch,) = ({labels.shape[0]},), "
+            f"got {tuple(valid_lens.shape)}"
+        )
+    if reduction not in ("mean", "none"):
+        raise ValueError(f"reduction must be 'mean' or 'none', got {reduction!r}")
+
+
 # --8<-- [start:masked_cross_entropy]
 def masked_cross_entropy(
     logits: torch.Tensor,
@@ -51,19 +70,7 @@ def masked_cross_entropy(
     Raises:
         ValueError: If the shapes disagree or `reduction` is unknown.
     """
-    if logits.dim() != 3 or labels.shape != logits.shape[:2]:
-        raise ValueError(
-            "logits must have shape (batch, num_steps, vocab_size) and labels "
-            f"(batch, num_steps), got logits {tuple(logits.shape)} and labels "
-            f"{tuple(labels.shape)}"
-        )
-    if valid_lens.shape != labels.shape[:1]:
-        raise ValueError(
-            f"valid_lens must have shape (batch,) = ({labels.shape[0]},), "
-            f"got {tuple(valid_lens.shape)}"
-        )
-    if reduction not in ("mean", "none"):
-        raise ValueError(f"reduction must be 'mean' or 'none', got {reduction!r}")
+    _check_loss_inputs(logits, labels, valid_lens, reduction)
     steps = torch.arange(labels.shape[1], device=labels.device)
     mask = (steps[None, :] < valid_lens[:, None]).to(logits.dtype)  # (batch, num_steps)
     losses = F.cross_entropy(logits.transpose(1, 2), labels, reduction="none")

@@ -264,6 +264,29 @@ class Seq2SeqAttentionDecoder(nn.Module):
         outputs, enc_state = enc_outputs
         return outputs, enc_state, enc_valid_lens
 
+    def _project_keys(self, enc_outputs: torch.Tensor) -> tuple[torch.Tensor, dict]:
+        """The keys that every step scores: for additive attention, W_k h_t, projected once.
+
+        W_k h_t is the same at every decoder step, so additive attention projects the keys
+        once per call (Bahdanau et al., 2015, appendix A.1.2): most of the work it saves.
+        Any other attention module gets the encoder outputs as they are.
+
+        Args:
+            enc_outputs: The encoder's hidden states h_1..h_T.
+
+        Returns:
+            (keys, the options of the attention call that go with them).
+
+        Shapes:
+            - enc_outputs: (batch, num_src_steps, num_hiddens)
+            - keys: (batch, num_src_steps, num_hiddens)
+        """
+        if isinstance(self.attention, AdditiveAttention):
+            return self.attention.project_keys(enc_outputs), {"keys_projected": True}
+        return enc_outputs, {}
+
+    # --8<-- [end:Seq2SeqAttentionDecoder]
+    # --8<-- [start:Seq2SeqAttentionDecoder-forward]
     def forward(
         self, tgt: torch.Tensor, state: tuple[torch.Tensor, RNNState, torch.Tensor | None]
     ) -> tuple[torch.Tensor, tuple[torch.Tensor, RNNState, torch.Tensor | None]]:
@@ -282,27 +305,26 @@ class Seq2SeqAttentionDecoder(nn.Module):
             - self.attention_weights: (batch, num_steps, num_src_steps)
         """
         check_tokens("tgt", tgt)
+        # the encoder outputs h_1..h_T: (batch, num_src_steps, num_hiddens)
         enc_outputs, rnn_state, enc_valid_lens = state
         embs = self.embedding(tgt)  # (batch, num_steps, embed_size)
-        # W_k h_t is the same at every decoder step, so additive attention projects the keys
-        # once per sentence (Bahdanau et al., 2015, appendix A.1.2): most of the work it saves.
-        keys, options = enc_outputs, {}
-        if isinstance(self.attention, AdditiveAttention):
-            keys = self.attention.project_keys(enc_outputs)  # (batch, num_src_steps, num_hiddens)
-            options = {"keys_projected": True}
+        keys, options = self._project_keys(enc_outputs)  # W_k h_t, once for all the steps
         outputs, weights = [], []
         for t in range(tgt.shape[1]):
-            query = _top_hidden(rnn_state)[:, None, :]  # (batch, 1, num_hiddens)
-            # (batch, 1, num_hiddens): the context vector c_t'
+            query = _top_hidden(rnn_state)[:, None, :]  # s_{t'-1}: (batch, 1, num_hiddens)
+            # the context vector c_t': (batch, 1, num_hiddens)
             context = self.attention(query, keys, enc_outputs, enc_valid_lens, **options)
+            # (batch, 1, embed_size + num_hiddens)
             step_input = torch.cat([embs[:, t : t + 1], context], dim=-1)
-            output, rnn_state = self.rnn(step_input, rnn_state)  # (batch, 1, num_hiddens)
+            output, rnn_state = self.rnn(step_input, rnn_state)  # s_t': (batch, 1, num_hiddens)
             outputs.append(output)
             weights.append(self.attention.attention_weights)  # (batch, 1, num_src_steps)
         self.attention_weights = torch.cat(weights, dim=1)  # (batch, num_steps, num_src_steps)
         logits = self.dense(torch.cat(outputs, dim=1))  # (batch, num_steps, vocab_size)
         return logits, (enc_outputs, rnn_state, enc_valid_lens)
 
+    # --8<-- [end:Seq2SeqAttentionDecoder-forward]
+    # --8<-- [start:Seq2SeqAttentionDecoder-reorder]
     def reorder_state(
         self, state: tuple[torch.Tensor, RNNState, torch.Tensor | None], index: torch.Tensor
     ) -> tuple[torch.Tensor, RNNState, torch.Tensor | None]:
@@ -316,8 +338,7 @@ class Seq2SeqAttentionDecoder(nn.Module):
             enc_valid_lens,
         )
 
-
-# --8<-- [end:Seq2SeqAttentionDecoder]
+    # --8<-- [end:Seq2SeqAttentionDecoder-reorder]
 
 
 # --8<-- [start:EncoderDecoder]
