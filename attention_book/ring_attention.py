@@ -259,6 +259,41 @@ class RingComm:
 
         return wait
 
+    def step(
+        self,
+        block: list[Tensor],
+        attend: Callable[[list[Tensor]], None],
+        last: bool = False,
+        overlap: bool = True,
+    ) -> list[Tensor]:
+        """One step of the ring: pass `block` on while `attend(block)` runs; the block received.
+
+        The step is timed into `steps`: the CPU time of `attend`, and the wall time spent
+        waiting for the transfers (before `attend` without `overlap`, after it with).
+
+        Args:
+            block: The tensors this rank holds now.
+            attend: This rank's computation with them.
+            last: The last step: nothing is passed on, and `block` is returned.
+            overlap: Start the transfer before `attend` and wait for it after (True), or wait
+                for it first.
+
+        Returns:
+            The tensors received from the previous rank (`block` at the last step).
+        """
+        wait, received, waited = None if last else self.shift(block), block, 0.0
+        if wait is not None and not overlap:
+            start = time.perf_counter()
+            received, waited = wait(), time.perf_counter() - start
+        start = time.thread_time()
+        attend(block)
+        computed = time.thread_time() - start
+        if wait is not None and overlap:
+            start = time.perf_counter()
+            received, waited = wait(), time.perf_counter() - start
+        self.steps.append((computed, waited))
+        return received
+
 
 # --8<-- [end:RingComm]
 
@@ -301,27 +336,18 @@ def ring_attention_forward(
     comm = RingComm() if comm is None else comm
     rank, world_size = comm.rank, comm.world_size
     dtype = torch.float64 if q.dtype == torch.float64 else torch.float32
-    out = torch.zeros(q.shape, dtype=dtype, device=q.device)
+    out = torch.zeros(q.shape, dtype=dtype, device=q.device)  # merged so far
     lse = torch.full(q.shape[:-1], float("-inf"), dtype=dtype, device=q.device)
     q_chunks, block = sequence_chunks(layout, rank, world_size), [k, v]
     for step in range(world_size):
         owner = (rank - step) % world_size  # whose keys and values this rank holds now
-        wait, waited = None, 0.0
-        if step < world_size - 1:
-            wait = comm.shift(block)
-            if not overlap:
-                start = time.perf_counter()
-                block_next, waited = wait(), time.perf_counter() - start
-        start = time.thread_time()
         k_chunks = sequence_chunks(layout, owner, world_size)
-        _block_attention(q, *block, q_chunks, k_chunks, causal, scale, out, lse)
-        computed = time.thread_time() - start
-        if wait is not None:
-            if overlap:
-                start = time.perf_counter()
-                block_next, waited = wait(), time.perf_counter() - start
-            block = block_next
-        comm.steps.append((computed, waited))
+
+        def attend(block, k_chunks=k_chunks):  # merge this block's attention into out, lse
+            _block_attention(q, *block, q_chunks, k_chunks, causal, scale, out, lse)
+
+        # Pass the block on to the next rank while attending to it; take the previous rank's.
+        block = comm.step(block, attend, last=step == world_size - 1, overlap=overlap)
     return out.to(q.dtype), lse
 
 

@@ -173,3 +173,30 @@ def test_forward_memory_is_the_formula_of_the_chapter():
     _, peak, _ = measure_tensor_memory(ring_attention_forward, q, k, v)
     block, lse = q.nbytes, q.nbytes // q.shape[-1]
     assert peak == 5 * block + 4 * lse
+
+
+def overlapped_or_not(q, k, v):
+    """This rank's forward with and without overlapping the transfers, and the steps timed."""
+    rank, world_size = RingComm().rank, RingComm().world_size
+    parts = [split_sequence(t, world_size, "zigzag")[rank] for t in (q, k, v)]
+    results = {}
+    for overlap in (True, False):
+        comm = RingComm(timeout=20)
+        out, lse = ring_attention_forward(
+            *parts, layout="zigzag", causal=True, comm=comm, overlap=overlap
+        )
+        results[overlap] = {"out": out, "lse": lse, "steps": comm.steps, "bytes": comm.bytes_sent}
+    return results
+
+
+def test_overlapping_the_transfers_changes_no_number_and_times_every_step():
+    q, k, v, _ = inputs(seed=3)
+    ranks = run_workers(overlapped_or_not, 2, q, k, v, timeout=60)
+    for rank in ranks:
+        assert torch.equal(rank[True]["out"], rank[False]["out"])
+        assert torch.equal(rank[True]["lse"], rank[False]["lse"])
+        for overlap in (True, False):
+            steps = rank[overlap]["steps"]
+            assert len(steps) == 2 and all(c >= 0 and w >= 0 for c, w in steps)
+            assert steps[-1][1] == 0.0  # the last step passes nothing on and waits for nothing
+            assert rank[overlap]["bytes"] == sum(t.nbytes for t in (q, k)) // 2  # one block
