@@ -148,8 +148,9 @@ def score_paths(report: dict) -> dict[str, list[str]]:
 
     Returns:
         ``{"baseline": [...], "ours": [...], "tutorial": [...]}`` (those compiled): the
-        instructions that read the score after the matrix multiply wrote it, then the fused
-        multiply-add that scales it and subtracts its row's maximum, then its exponential.
+        instructions that read the score after the matrix multiply wrote it and carry it into
+        its row's maximum, then the fused multiply-add that scales it and subtracts that
+        maximum, then its exponential (`attention_book.flash.compiled.score_path`).
     """
     show = showcase(report)
     return {

@@ -262,9 +262,12 @@ def score_path(sass: list[str]) -> list[str]:
     The loop's first exponential of a fused multiply-add (``MUFU.EX2`` of an ``FFMA``, as in
     ``exp2(qk * qk_scale - m)``) names the score: the ``FFMA``'s operand that is neither
     subtracted nor shared by the other ``FFMA`` instructions (as the scale is). Listed are the
-    instructions that read that score after it was written (matrix multiplies left out), the
-    ``FFMA``, and the exponential. An instruction's first register operand is the one it
-    writes.
+    instructions that read that score after it was written (matrix multiplies left out), every
+    instruction through which the score's value reaches the register that the ``FFMA``
+    subtracts (the row's maximum: the chain of maxima and shuffles that reads the score, and
+    what follows it up to that register's last write), the ``FFMA``, and the exponential.
+    Instructions that do not carry the score, such as the maxima of the row's other scores,
+    are left out. An instruction's first register operand is the one it writes.
 
     Args:
         sass: One loop's instructions as text, ``"OPCODE.MODIFIERS destination, sources"``.
@@ -298,11 +301,33 @@ def score_path(sass: list[str]) -> list[str]:
     operands = [r for r in registers[fma][1:] if r not in subtracted and not r.startswith("U")]
     score = min(operands, key=lambda register: uses[register])
     written = last_writer(fma, score)
+    if written is None:  # a matrix multiply wrote the score as part of a range of registers
+        mma = [k for k in range(fma) if opcodes[k].startswith(("HGMMA", "HMMA"))]
+        written = mma[-1] if mma else -1
     readers = [
-        k for k in range(-1 if written is None else written, fma)
-        if k >= 0 and score in registers[k][1:] and not opcodes[k].startswith(("HGMMA", "HMMA"))
+        k for k in range(max(written, 0), fma)
+        if score in registers[k][1:] and not opcodes[k].startswith(("HGMMA", "HMMA"))
     ]  # fmt: skip
-    return [sass[k] for k in [*readers, fma, exp]]
+    # Forward from the score: the instructions that read a register holding its value.
+    carries, holding = set(), {score}
+    for k in range(written + 1, fma):
+        if opcodes[k].startswith(("HGMMA", "HMMA")) or not registers[k]:
+            continue
+        if holding & set(registers[k][1:]):
+            carries.add(k)
+            holding.add(registers[k][0])
+        elif not words[k][0].startswith("@"):  # overwritten with something else
+            holding.discard(registers[k][0])
+    # Back from the subtracted register: the instructions its value was computed by.
+    feeds, todo = set(), [(fma, r) for r in subtracted if not r.startswith("U")]
+    while todo:
+        index, register = todo.pop()
+        writer = last_writer(index, register)
+        if writer is not None and writer not in feeds:
+            feeds.add(writer)
+            todo += [(writer, r) for r in registers[writer][1:] if not r.startswith("U")]
+    chain = sorted(set(readers) | (carries & feeds))
+    return [sass[k] for k in [*chain, fma, exp]]
 
 
 def opcode_group(opcode: str) -> str:

@@ -228,12 +228,33 @@ def test_score_path_follows_one_score_from_the_multiply_to_its_exponential():
         "MUFU.EX2 R30, R24",
         "MUFU.EX2 R31, R25",
     ]
-    assert compiled.score_path(sass) == [sass[1], sass[5], sass[7]]
+    # The FMNMX takes the maximum of the scaled copy: it carries the score into R3, which the
+    # FFMA subtracts; the FADD reads R3 but does not lead to the FFMA.
+    assert compiled.score_path(sass) == [sass[1], sass[2], sass[5], sass[7]]
     swapped = ["FMNMX R3, R24, R25, !PT", "FFMA R7, R12, R24, -R3", "FFMA R8, R12, R25, -R3",
                "MUFU.EX2 R9, R7"]  # fmt: skip
     assert compiled.score_path(swapped) == [swapped[0], swapped[1], swapped[3]]  # R12: the scale
     with pytest.raises(ValueError, match=r"MUFU\.EX2"):
         compiled.score_path(sass[:5])
+
+
+def test_score_path_shows_how_the_maximum_that_the_ffma_subtracts_was_computed():
+    """Issue 41: a path that stops at the score's first FMNMX reads as if the FFMA subtracted
+    the maximum of two scores; the register it subtracts is written again before it."""
+    sass = [
+        "HGMMA.64x64x16.F32 R24, gdesc[UR4], R24",
+        "FMNMX R3, R24, R25, !PT",  # the score and its neighbour
+        "FMNMX R4, R26, R27, !PT",  # two other scores of the row: not on the path
+        "FMNMX R3, R3, R4, !PT",
+        "SHFL.BFLY PT, R5, R3, 0x1, 0x1f",  # the other thread's partial maximum
+        "FMNMX R3, R3, R5, !PT",  # the row's maximum
+        "FMUL R3, R3, UR6",  # times the scale
+        "FMNMX R3, R3, R8, !PT",  # and the running maximum, from the previous iteration
+        "FFMA R24, R24, UR6, -R3",
+        "FFMA R25, R25, UR6, -R3",
+        "MUFU.EX2 R30, R24",
+    ]
+    assert compiled.score_path(sass) == [sass[k] for k in (1, 3, 4, 5, 6, 7, 8, 10)]
 
 
 # --- The verdicts that the chapter's prose states about the committed report -----------------
@@ -322,3 +343,43 @@ def test_the_tutorial_compiled_is_the_forks_copy_that_the_page_compares_with_ups
     page = _page()
     assert "a fork of Triton" in page and "backend for NVIDIA's CUDA Tile IR" in page
     assert "character for character, those of upstream Triton at commit `6cc4505`" in page
+
+
+def _showcase_loops():
+    from attention_book.flash.compile_report import showcase
+
+    return {
+        name: compiled.main_loop(row)["sass"] for name, row in showcase(_committed_report()).items()
+    }
+
+
+def test_each_score_path_shows_the_maximum_that_its_ffma_subtracts_being_computed():
+    """'... the last FMNMX takes the larger of the product and the running maximum of the
+    earlier iterations, a register that no line above writes ... Only then does the FFMA
+    compute score x scale - m'; 'The tutorial's listing has the same instructions in the same
+    order'; 'Before, each score was first multiplied by the scale (FMUL) ... and the FFMA
+    multiplied the raw score by the scale once more'."""
+    import re
+
+    opcodes = {}
+    for name, sass in _showcase_loops().items():
+        path = compiled.score_path(sass)
+        fma = sass.index(path[-2])
+        (subtracted,) = re.findall(r"-(R\d+)", sass[fma])
+        writers = [k for k in range(fma) if re.match(rf"\S+ {subtracted}\b", sass[k])]
+        last = sass[writers[-1]]
+        assert last in path and last.startswith("FMNMX"), (name, last)  # the running maximum
+        running = re.findall(r"R\d+", last)[2]
+        assert not any(re.match(rf"\S+ {running}\b", line) for line in sass[: writers[-1]])
+        assert path.index(last) == len(path) - 3  # right before the FFMA and the exponential
+        assert sum(line.startswith("SHFL.BFLY") for line in path) == 2, name
+        opcodes[name] = [line.split()[0] for line in path]
+    assert opcodes["ours"] == opcodes["tutorial"]
+    after = opcodes["ours"]
+    assert after[0] == "FMNMX" and after.index("FMUL") > max(
+        i for i, opcode in enumerate(after) if opcode == "SHFL.BFLY"
+    )
+    before = _showcase_loops()["baseline"]
+    path = compiled.score_path(before)
+    score = re.findall(r"R\d+", path[0])[1]  # FMUL copy, score, scale
+    assert path[0].startswith("FMUL") and re.findall(r"R\d+", path[-2])[1] == score
