@@ -170,7 +170,8 @@ def change_numbers(report: dict) -> dict[str, str]:
         (``ldgsts``) and TMA copies after (``utmaldg``), integer and address instructions
         (``int_before``, ``int_after``); the listed compilations that spill (``spilling_before``,
         ``spilling_after``); at the tile of the tutorial's tests (``tutorial_tile``), head dim
-        128, the bytes spilled before, after and by the tutorial (``spilled_before``, ...); the
+        128, the bytes spilled before, after and by the tutorial, without a causal mask
+        (``spilled_before``, ...) and with one (``spilled_before_causal``, ...); the
         dK/dV and dQ main loops' FMULs and instructions at their tiles (``dkdv_tile``,
         ``dkdv_fmul_before``, ..., ``dq_instructions_after``); the preprocessing kernel's
         registers and the peak MiB of the PyTorch expression it replaces
@@ -203,9 +204,10 @@ def change_numbers(report: dict) -> dict[str, str]:
     tutorial_tile = [128, 64, 4, 2]
     values["tutorial_tile"] = tile_name(tutorial_tile)
     for name, key in (("baseline", "before"), ("ours", "after"), ("tutorial", "tutorial")):
-        row = first_match(report, implementation=name, kernel="fwd", target="sm_90", head_dim=128,
-                     config=tutorial_tile, causal=False)  # fmt: skip
-        values[f"spilled_{key}"] = None if row is None else row["spill_stores"]
+        for causal, suffix in ((False, ""), (True, "_causal")):
+            row = first_match(report, implementation=name, kernel="fwd", target="sm_90",
+                              head_dim=128, config=tutorial_tile, causal=causal)  # fmt: skip
+            values[f"spilled_{key}{suffix}"] = None if row is None else row["spill_stores"]
     for kernel, config in (("dkdv", [32, 128, 8, 3]), ("dq", [128, 64, 8, 3])):
         values[f"{kernel}_tile"] = tile_name(config)
         for name, key in (("baseline", "before"), ("ours", "after")):
