@@ -39,6 +39,7 @@ __all__ = [
     "flash_compile_mix",
     "flash_compile_resources",
     "flash_compile_score_paths",
+    "flash_compile_shared_memory",
     "flash_compile_table",
 ]
 
@@ -93,6 +94,63 @@ def flash_compile_table(results_dir: Path) -> str:
         A Markdown table.
     """
     return _configurations_table(_report(results_dir))
+
+
+def flash_compile_shared_memory(results_dir: Path) -> dict[str, str]:
+    """The hand estimate of the forward's shared memory, against the report's counts.
+
+    By hand, a forward program holds its query tile once and a key tile and a value tile per
+    pipeline stage, in float16. The values compare that with what the report counts for every
+    listed configuration of the forward kernel (both masks, every head dim).
+
+    Args:
+        results_dir: The directory ``benchmarks/flash_compile.py`` writes its report to.
+
+    Returns:
+        For sm_90, the fewest and most bytes the count exceeds the estimate by
+        (``sm90_extra_min``, ``sm90_extra_max``); for sm_80, the count as a share of the
+        estimate (``sm80_share_min``, ``sm80_share_max``), and one configuration's estimate and
+        count in KB (``sm80_tile``, ``sm80_head_dim``, ``sm80_estimate_kb``, ``sm80_kb``); the
+        most KB by which a ``cp.async`` kernel compiled for sm_80 (this one before the changes,
+        the tutorial's) exceeds its query tile and stages - 1 key and value tiles
+        (``cp_async_extra_kb``).
+    """
+    report = _report(results_dir)
+    rows = {
+        target: select(report, implementation="ours", kernel="fwd", target=target, listed=True)
+        for target in ("sm_90", "sm_80")
+    }
+    extra = [row["shared_memory"] - _tiles_by_hand(row) for row in rows["sm_90"]]
+    share = [row["shared_memory"] / _tiles_by_hand(row) for row in rows["sm_80"]]
+    example = next(row for row in rows["sm_80"] if row["head_dim"] == 128)
+    copies = [
+        row for name in ("baseline", "tutorial")
+        for row in select(report, implementation=name, kernel="fwd", target="sm_80")
+    ]  # fmt: skip
+    beyond = [r["shared_memory"] - _tiles_by_hand(r, stages=r["config"][3] - 1) for r in copies]
+    return {
+        "sm90_extra_min": f"{min(extra):,}",
+        "sm90_extra_max": f"{max(extra):,}",
+        "sm80_share_min": f"{min(share):.0%}",
+        "sm80_share_max": f"{max(share):.0%}",
+        "sm80_tile": tile_name(example["config"]),
+        "sm80_head_dim": str(example["head_dim"]),
+        "sm80_estimate_kb": f"{_tiles_by_hand(example) / 1024:.0f}",
+        "sm80_kb": f"{example['shared_memory'] / 1024:.0f}",
+        "cp_async_extra_kb": f"{max(beyond) / 1024:.0f}",
+    }
+
+
+def _tiles_by_hand(row: dict, stages: int | None = None) -> int:
+    """Bytes of a forward compilation's 16-bit tiles by hand, its shared memory on Hopper.
+
+    The query tile, and a key tile and a value tile per pipeline stage (`stages`, the
+    configuration's own by default).
+    """
+    block_m, block_n, _, config_stages = row["config"]
+    stages = config_stages if stages is None else stages
+    q_tile, kv_tiles = block_m * row["head_dim"] * 2, 2 * block_n * row["head_dim"] * 2
+    return q_tile + stages * kv_tiles
 
 
 def flash_compile_score_paths(results_dir: Path) -> dict[str, str]:
@@ -350,6 +408,7 @@ FIGURES = (
     flash_compile_facts,
     flash_compile_resources,
     flash_compile_table,
+    flash_compile_shared_memory,
     flash_compile_mix,
     flash_compile_score_paths,
     flash_compile_changes,

@@ -152,6 +152,7 @@ COMPILE_FIGURES = [
     "flash_compile_facts",
     "flash_compile_resources",
     "flash_compile_table",
+    "flash_compile_shared_memory",
     "flash_compile_mix",
     "flash_compile_score_paths",
     "flash_compile_changes",

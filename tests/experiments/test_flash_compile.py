@@ -385,6 +385,50 @@ def test_each_score_path_shows_the_maximum_that_its_ffma_subtracts_being_compute
     assert path[0].startswith("FMUL") and re.findall(r"R\d+", path[-2])[1] == score
 
 
+def test_the_shared_memory_estimate_by_hand_holds_on_hopper_and_is_stated_for_ampere():
+    """'The shared-memory estimate is Hopper's': every listed forward configuration compiled
+    for sm_90 needs the estimate plus at most 1 KB; on sm_80 (plain loads, no cp.async) the
+    bytes of a query tile and one key or value tile, whatever the stages; kernels that load
+    with cp.async there (before the changes, the tutorial's) stages - 1 pairs of K and V tiles."""
+    from attention_book.figures import draw
+
+    report = _committed_report()
+
+    def tiles(row, stages):
+        block_m, block_n, _, _ = row["config"]
+        return block_m * row["head_dim"] * 2 + stages * 2 * block_n * row["head_dim"] * 2
+
+    listed = {
+        target: compiled.select(report, implementation="ours", kernel="fwd", target=target,
+                                listed=True)
+        for target in ("sm_90", "sm_80")
+    }  # fmt: skip
+    assert len(listed["sm_90"]) > 20 and len(listed["sm_80"]) > 20
+    for row in listed["sm_90"]:
+        assert 0 < row["shared_memory"] - tiles(row, row["config"][3]) <= 1024, row["config"]
+    for row in listed["sm_80"]:
+        block_m, block_n, _, _ = row["config"]
+        assert row["shared_memory"] == (block_m + block_n) * row["head_dim"] * 2, row["config"]
+        assert row["shared_memory"] < tiles(row, row["config"][3])
+        opcodes = compiled.main_loop(row)["opcodes"]
+        assert not row["ptx"]["cp_async"] and opcodes.get("LDG") and "LDGSTS" not in opcodes
+    for name in ("baseline", "tutorial"):
+        for row in compiled.select(report, implementation=name, kernel="fwd", target="sm_80"):
+            assert row["ptx"]["cp_async"]
+            assert 0 <= row["shared_memory"] - tiles(row, row["config"][3] - 1) <= 8 * 1024
+    # The page's first tile by hand, 96 KB, is what sm_90 counts for it (in whole KB).
+    for row in compiled.select(report, implementation="ours", kernel="fwd", target="sm_90",
+                               head_dim=128):  # fmt: skip
+        if row["config"][:2] == [128, 64] and row["config"][3] == 2:
+            assert row["shared_memory"] // 1024 == 96
+    facts = draw("flash_compile_shared_memory", ROOT / "benchmarks" / "results")
+    assert int(facts["sm80_kb"]) < int(facts["sm80_estimate_kb"])
+    assert facts["sm90_extra_max"] == "1,024" and facts["cp_async_extra_kb"] == "8"
+    page = _page()
+    assert "The shared-memory estimate is Hopper's." in page
+    assert "{{ build:flash_compile_shared_memory.sm80_share_min }}" in page
+
+
 def test_the_causal_spill_of_the_tutorials_tile_is_stated_beside_the_unmasked_one():
     """'... without a causal mask: 440 bytes spilled before, 0 after ...; with one: ... 4
     after': the causal compilation of that tile still spills (it is not a listed tile)."""
