@@ -77,6 +77,9 @@ class AdditiveAttention(nn.Module):
         """
         return self.W_k(keys)
 
+    # --8<-- [end:AdditiveAttention]
+
+    # --8<-- [start:AdditiveAttention_forward]
     def forward(
         self,
         queries: Tensor,
@@ -107,6 +110,24 @@ class AdditiveAttention(nn.Module):
                 ``query_size``/``key_size`` (``num_hiddens`` for projected keys), keys and
                 values differ in length, the batch sizes differ, or a mask is malformed.
         """
+        self._check_inputs(queries, keys, values, keys_projected)
+        queries = self.W_q(queries)  # (batch, num_queries, num_hiddens)
+        if not keys_projected:
+            keys = self.project_keys(keys)  # (batch, num_keys, num_hiddens)
+        # Add every query to every key by broadcasting:
+        # (batch, num_queries, 1, num_hiddens) + (batch, 1, num_keys, num_hiddens)
+        features = torch.tanh(queries.unsqueeze(2) + keys.unsqueeze(1))
+        scores = self.w_v(features).squeeze(-1)  # (batch, num_queries, num_keys)
+        self.attention_weights = masked_softmax(scores, valid_lens, attn_mask)
+        # (batch, num_queries, num_keys) @ (batch, num_keys, value_dim)
+        return torch.bmm(self.dropout(self.attention_weights), values)
+
+    # --8<-- [end:AdditiveAttention_forward]
+
+    def _check_inputs(
+        self, queries: Tensor, keys: Tensor, values: Tensor, keys_projected: bool
+    ) -> None:
+        """Refuse inputs of the wrong rank or size with a ValueError (see `forward`)."""
         check_dims("queries", queries, (3,), "(batch, num_queries, query_size)")
         check_dims("keys", keys, (3,), "(batch, num_keys, key_size)")
         check_dims("values", values, (3,), "(batch, num_keys, value_dim)")
@@ -123,19 +144,6 @@ class AdditiveAttention(nn.Module):
             )
         check_keys_values(keys, values)
         check_leading_axes(queries, keys, values)
-        queries = self.W_q(queries)  # (batch, num_queries, num_hiddens)
-        if not keys_projected:
-            keys = self.project_keys(keys)  # (batch, num_keys, num_hiddens)
-        # Add every query to every key by broadcasting:
-        # (batch, num_queries, 1, num_hiddens) + (batch, 1, num_keys, num_hiddens)
-        features = torch.tanh(queries.unsqueeze(2) + keys.unsqueeze(1))
-        scores = self.w_v(features).squeeze(-1)  # (batch, num_queries, num_keys)
-        self.attention_weights = masked_softmax(scores, valid_lens, attn_mask)
-        # (batch, num_queries, num_keys) @ (batch, num_keys, value_dim)
-        return torch.bmm(self.dropout(self.attention_weights), values)
-
-
-# --8<-- [end:AdditiveAttention]
 
 
 # --8<-- [start:DotProductAttention]
@@ -184,6 +192,9 @@ class DotProductAttention(nn.Module):
         self.need_weights = need_weights
         self.attention_weights: Tensor | None = None
 
+    # --8<-- [end:DotProductAttention]
+
+    # --8<-- [start:DotProductAttention_forward]
     def forward(
         self,
         queries: Tensor,
@@ -215,6 +226,26 @@ class DotProductAttention(nn.Module):
                 differ in size ``d`` or have ``d = 0``, keys and values differ in length, the
                 leading axes differ, or a mask is malformed.
         """
+        self._check_inputs(queries, keys, values, attn_mask)
+        need_weights = self.need_weights if need_weights is None else need_weights
+        if not need_weights:  # PyTorch's fused kernel, which keeps no weights
+            return self._fused(queries, keys, values, valid_lens, attn_mask, is_causal)
+        if is_causal:  # query i may attend keys j <= i (and what attn_mask allows)
+            attn_mask = self._with_causal_mask(attn_mask, queries, keys)
+        d = queries.shape[-1]
+        # (batch, [num_heads,] num_queries, d) @ (batch, [num_heads,] d, num_keys)
+        scores = torch.matmul(queries, keys.transpose(-2, -1)) / math.sqrt(d)
+        self.attention_weights = masked_softmax(scores, valid_lens, attn_mask)
+        # (batch, [num_heads,] num_queries, num_keys) @ (batch, [num_heads,] num_keys, value_dim)
+        return torch.matmul(self.dropout(self.attention_weights), values)
+
+    # --8<-- [end:DotProductAttention_forward]
+
+    @staticmethod
+    def _check_inputs(
+        queries: Tensor, keys: Tensor, values: Tensor, attn_mask: Tensor | None
+    ) -> None:
+        """Refuse inputs of the wrong rank or size with a ValueError (see `forward`)."""
         layout = "(batch, [num_heads,] n, d)"
         check_dims("queries", queries, (3, 4), layout)
         check_dims("keys", keys, (queries.dim(),), layout + " like queries")
@@ -229,22 +260,14 @@ class DotProductAttention(nn.Module):
         check_leading_axes(queries, keys, values)
         if attn_mask is not None:
             check_bool_mask(attn_mask)
-        if need_weights is None:
-            need_weights = self.need_weights
-        if not need_weights:
-            self.attention_weights = None
-            return self._fused(queries, keys, values, valid_lens, attn_mask, is_causal)
-        if is_causal:
-            num_queries, num_keys = queries.shape[-2], keys.shape[-2]
-            causal = causal_mask(num_queries, num_keys, device=queries.device)
-            attn_mask = causal if attn_mask is None else attn_mask & causal
-        d = queries.shape[-1]
-        # (batch, [num_heads,] num_queries, d) @ (batch, [num_heads,] d, num_keys)
-        scores = torch.matmul(queries, keys.transpose(-2, -1)) / math.sqrt(d)
-        self.attention_weights = masked_softmax(scores, valid_lens, attn_mask)
-        # (batch, [num_heads,] num_queries, num_keys) @ (batch, [num_heads,] num_keys, value_dim)
-        return torch.matmul(self.dropout(self.attention_weights), values)
 
+    @staticmethod
+    def _with_causal_mask(attn_mask: Tensor | None, queries: Tensor, keys: Tensor) -> Tensor:
+        """``attn_mask`` and the top-left causal mask: query ``i`` may attend keys ``j <= i``."""
+        causal = causal_mask(queries.shape[-2], keys.shape[-2], device=queries.device)
+        return causal if attn_mask is None else attn_mask & causal
+
+    # --8<-- [start:DotProductAttention_fused]
     def _fused(
         self,
         queries: Tensor,
@@ -255,16 +278,15 @@ class DotProductAttention(nn.Module):
         is_causal: bool,
     ) -> Tensor:
         """The same attention through PyTorch's fused kernel (no weights are kept)."""
+        self.attention_weights = None
         dropout_p = self.dropout.p if self.training else 0.0
         if valid_lens is None and attn_mask is None:  # the kernel's own (top-left) causal mask
             return F.scaled_dot_product_attention(
                 queries, keys, values, dropout_p=dropout_p, is_causal=is_causal
             )
-        num_queries, num_keys = queries.shape[-2], keys.shape[-2]
         if is_causal:
-            causal = causal_mask(num_queries, num_keys, device=queries.device)
-            attn_mask = causal if attn_mask is None else attn_mask & causal
-        scores_shape = (*queries.shape[:-1], num_keys)
+            attn_mask = self._with_causal_mask(attn_mask, queries, keys)
+        scores_shape = (*queries.shape[:-1], keys.shape[-2])  # (..., num_queries, num_keys)
         mask = combine_masks(scores_shape, queries.device, valid_lens, attn_mask)
         # Let fully masked rows attend everywhere inside the kernel, then zero their output:
         # no backend can produce NaN for them, and their gradient is zero.
@@ -274,5 +296,4 @@ class DotProductAttention(nn.Module):
         )
         return output.masked_fill(~row_has_key, 0.0)
 
-
-# --8<-- [end:DotProductAttention]
+    # --8<-- [end:DotProductAttention_fused]

@@ -188,6 +188,7 @@ def attention_mask(
 # --8<-- [end:attention_mask]
 
 
+# --8<-- [start:combine_masks]
 def combine_masks(
     scores_shape: torch.Size,
     device: torch.device,
@@ -244,6 +245,9 @@ def combine_masks(
         attn_mask = attn_mask.to(device)
         mask = attn_mask if mask is None else mask & attn_mask
     return mask
+
+
+# --8<-- [end:combine_masks]
 
 
 # --8<-- [start:masked_softmax]

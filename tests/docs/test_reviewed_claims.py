@@ -129,6 +129,7 @@ CORRECTED = [
     ("nadaraya-watson.md", "column stays above 0.25", "a finite sample can fall below"),
     ("scoring-functions.md", "a thousand query-key draws", "1,000 x 32 pairs, from the build"),
     ("scoring-functions.md", "(the multi-head chapter)", "the chapter exists: link it"),
+    ("scoring-functions-scaling.md", "a thousand query-key draws", "1,000 x 32 pairs: the build"),
     ("introduction.md", "two groups showed that a neural network could learn", "K&B 2013 first"),
     ("attention-cues.md", "what plays the part of the volitional cue", "d2l's own exercise"),
     # The second review (issue "Corrections from a second expert review").
@@ -178,6 +179,10 @@ CORRECTED = [
     ("scoring-functions.md", "most queries give nearly all their weight", "3 of 8 rows: counted"),
     ("scoring-functions.md", "give the same gradient at every size", "12% apart: the build's"),
     ("scoring-functions.md", "neither changes with $d$", "both move a little: the build's"),
+    # Issue 42 moved the scoring chapter's measurements at each size to a deep dive.
+    ("scoring-functions-scaling.md", "most queries give nearly all their", "3 of 8: counted"),
+    ("scoring-functions-scaling.md", "give the same gradient at every size", "12% apart: built"),
+    ("scoring-functions-scaling.md", "neither changes with $d$", "both move a little: built"),
     ("transformer.md", "a few minutes on two CPU cores", "the table gives this build's times"),
     ("transformer.md", "which both attention models manage", "the numbers carried, counted"),
     ("transformer.md", "Our run is far shorter than the paper's", "the build's step count"),
@@ -218,13 +223,13 @@ def section(text: str, heading: str) -> str:
 # (page, heading, what the section must say, why): credits and departures the review asked for.
 CREDITED = [
     (
-        "scoring-functions.md",
-        "## A family of scoring functions",
+        "scoring-functions-family.md",
+        "## Six scores side by side",
         "[Weng, 2018](#references)) row for row",
         "the table follows Weng's summary table row for row",
     ),
     (
-        "scoring-functions.md",
+        "scoring-functions-family.md",
         "## References",
         "<https://lilianweng.github.io/posts/2018-06-24-attention/>",
         "Weng (2018) in the references",

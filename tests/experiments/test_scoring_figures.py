@@ -26,7 +26,11 @@ from attention_book.experiments.scoring import (
 )
 from attention_book.figures.scoring import scoring_gradient_facts, scoring_gradient_verdict
 
-PAGE = ROOT / "docs" / "chapters" / "scoring-functions.md"
+#: The chapter's core page and the deep dive that follows the gradient to the queries and keys.
+PAGES = [
+    ROOT / "docs" / "chapters" / name
+    for name in ("scoring-functions.md", "scoring-functions-scaling.md")
+]
 #: The seeds of the spread: the chapter's (0) and four more.
 SEEDS = (0, 1, 2, 3, 4)
 AT = DIMS.index(64)
@@ -120,7 +124,7 @@ def test_the_gradients_at_queries_and_keys_are_autograds():
 
 
 def test_the_page_words_the_gradients_from_the_build():
-    text = " ".join(PAGE.read_text(encoding="utf-8").split())
+    text = " ".join(" ".join(page.read_text(encoding="utf-8") for page in PAGES).split())
     assert "so the queries and keys that produced them stop learning" not in text
     cited = set(re.findall(r"\{\{ build:scoring_gradient_facts\.(\w+) \}\}", text))
     facts = scoring_gradient_facts()
