@@ -27,6 +27,42 @@ __all__ = [
 ]
 
 
+# --8<-- [start:helpers]
+def _head_dim(num_hiddens: int, num_heads: int) -> int:
+    """The size of one head, ``num_hiddens // num_heads``, after checking that it divides."""
+    if num_heads <= 0 or num_hiddens <= 0 or num_hiddens % num_heads != 0:
+        raise ValueError(
+            f"num_hiddens={num_hiddens} must be divisible by num_heads={num_heads}, both positive"
+        )
+    return num_hiddens // num_heads
+
+
+def _check_split(X: Tensor, num_heads: int) -> None:
+    """Raise ``ValueError`` unless ``X`` is ``(batch, n, num_hiddens)`` and the heads divide it."""
+    check_dims("X", X, (3,), "(batch, n, num_hiddens)")
+    if X.shape[-1] % num_heads != 0:
+        raise ValueError(
+            f"num_hiddens={X.shape[-1]} (last dim of X, shape {tuple(X.shape)}) must be "
+            f"divisible by num_heads={num_heads}"
+        )
+
+
+def _check_inputs(layer: nn.Module, queries: Tensor, keys: Tensor, values: Tensor) -> None:
+    """Raise ``ValueError`` unless the inputs fit the layer's projections ``W_q, W_k, W_v``."""
+    sizes = layer.W_q.in_features, layer.W_k.in_features, layer.W_v.in_features
+    check_attention_inputs(queries, keys, values, sizes)
+
+
+def _head_axis(attn_mask: Tensor | None) -> Tensor | None:
+    """Give a 3-D mask ``(batch, num_queries, num_keys)`` a head axis, so all heads share it."""
+    if attn_mask is not None and attn_mask.dim() == 3:
+        return attn_mask.unsqueeze(1)  # (batch, 1, num_queries, num_keys)
+    return attn_mask
+
+
+# --8<-- [end:helpers]
+
+
 # --8<-- [start:split_heads]
 def split_heads(X: Tensor, num_heads: int) -> Tensor:
     """Split the feature axis into heads and move the heads next to the batch axis.
@@ -45,13 +81,8 @@ def split_heads(X: Tensor, num_heads: int) -> Tensor:
     Raises:
         ValueError: If ``X`` is not 3-D or ``num_heads`` does not divide its last axis.
     """
-    check_dims("X", X, (3,), "(batch, n, num_hiddens)")
+    _check_split(X, num_heads)
     batch_size, n, num_hiddens = X.shape
-    if num_hiddens % num_heads != 0:
-        raise ValueError(
-            f"num_hiddens={num_hiddens} (last dim of X, shape {tuple(X.shape)}) must be "
-            f"divisible by num_heads={num_heads}"
-        )
     X = X.view(batch_size, n, num_heads, num_hiddens // num_heads)  # (batch, n, heads, head_dim)
     return X.transpose(1, 2)  # (batch, num_heads, n, head_dim)
 
@@ -140,24 +171,16 @@ class MultiHeadAttention(nn.Module):
         need_weights: bool = True,
     ):
         super().__init__()
-        if num_heads <= 0 or num_hiddens <= 0 or num_hiddens % num_heads != 0:
-            raise ValueError(
-                f"num_hiddens={num_hiddens} must be divisible by num_heads={num_heads}, "
-                "both positive"
-            )
+        self.head_dim = _head_dim(num_hiddens, num_heads)  # features per head
         self.num_heads = num_heads
-        self.head_dim = num_hiddens // num_heads
-        self.W_q = nn.Linear(query_size or num_hiddens, num_hiddens, bias=bias)
+        self.W_q = nn.Linear(query_size or num_hiddens, num_hiddens, bias=bias)  # all heads
         self.W_k = nn.Linear(key_size or num_hiddens, num_hiddens, bias=bias)
         self.W_v = nn.Linear(value_size or num_hiddens, num_hiddens, bias=bias)
         self.W_o = nn.Linear(num_hiddens, num_hiddens, bias=bias)
         self.attention = DotProductAttention(dropout, need_weights=need_weights)
 
-    @property
-    def attention_weights(self) -> Tensor | None:
-        """Last per-head attention weights, ``(batch, num_heads, num_queries, num_keys)``."""
-        return self.attention.attention_weights
-
+    # --8<-- [end:MultiHeadAttention]
+    # --8<-- [start:MultiHeadAttention-forward]
     def forward(
         self,
         queries: Tensor,
@@ -187,20 +210,22 @@ class MultiHeadAttention(nn.Module):
             ValueError: If an input is not 3-D, has a feature size other than the layer's
                 input size, keys and values differ in length, or a mask is malformed.
         """
-        sizes = self.W_q.in_features, self.W_k.in_features, self.W_v.in_features
-        check_attention_inputs(queries, keys, values, sizes)
-        if attn_mask is not None and attn_mask.dim() == 3:
-            attn_mask = attn_mask.unsqueeze(1)  # (batch, 1, num_queries, num_keys)
+        _check_inputs(self, queries, keys, values)
+        attn_mask = _head_axis(attn_mask)  # a (batch, n_q, n_k) mask is shared by the heads
         queries = split_heads(self.W_q(queries), self.num_heads)  # (batch, heads, n_q, head_dim)
         keys = split_heads(self.W_k(keys), self.num_heads)  # (batch, heads, n_k, head_dim)
         values = split_heads(self.W_v(values), self.num_heads)  # (batch, heads, n_k, head_dim)
         output = self.attention(
             queries, keys, values, valid_lens, attn_mask, is_causal, need_weights
-        )  # (batch, num_heads, num_queries, head_dim)
+        )  # every head at once: (batch, num_heads, num_queries, head_dim)
         return self.W_o(merge_heads(output))  # (batch, num_queries, num_hiddens)
 
+    # --8<-- [end:MultiHeadAttention-forward]
 
-# --8<-- [end:MultiHeadAttention]
+    @property
+    def attention_weights(self) -> Tensor | None:
+        """Last per-head attention weights, ``(batch, num_heads, num_queries, num_keys)``."""
+        return self.attention.attention_weights
 
 
 # --8<-- [start:GroupedQueryAttention]

@@ -301,7 +301,7 @@ def test_self_attention_positions_are_cited_as_the_papers_say():
 
 def test_full_width_heads_grow_exactly_like_h():
     text = page("multihead-attention.md")
-    exercise = between(text, "2. Bhojanapalli et al.", "3. Padding")
+    exercise = between(text, "2. Bhojanapalli et al.", "## References")
     assert "nn.Linear(h * d_model, d_model, bias=False)" in exercise
     assert "assert parameters == 4 * h * d_model**2" in exercise
     printed = re.findall(r"h = (\d+): (\d+) parameters, (\d+) FLOPs", exercise)
@@ -318,8 +318,13 @@ def test_multihead_says_what_heads_buy_in_real_models():
     references = text[text.index("## References") :]
     for author in ("Michel, P.", "Voita, E."):
         assert author in references, author
+    # The binding measurement and the heads' numbers in real models are in the deep dive.
+    heads = " ".join(page("multihead-attention-heads.md").split())
     for key in ("weak_top1", "weak_top2", "weak_mass", "weak_other", "binding"):
-        assert f"{{{{ build:multihead_facts.{key} }}}}" in text, key
+        assert f"{{{{ build:multihead_facts.{key} }}}}" in heads, key
+    assert "Table 3, rows (A)) varied the number of heads" in heads
+    assert "pruning 38 of the 48 encoder heads" in heads
+    assert "(multihead-attention-heads.md#heads-in-real-models)" in text
 
 
 def test_the_transformer_chapter_words_its_second_review_fixes_from_the_build():
@@ -390,7 +395,7 @@ def test_multihead_cites_the_convolution_theorem_and_the_head_size_it_names():
     kernel = "$\\sqrt{N_h} \\times \\sqrt{N_h}$ kernel"
     assert f"{kernel}, one head per offset (Cordonnier et al." in text
     assert "[2020](#references), Theorem 1)" in text
-    exercise = between(text, "2. Bhojanapalli et al.", "3. Padding")
+    exercise = between(text, "2. Bhojanapalli et al.", "## References")
     assert "choose the size of a head independently of $h$" in exercise
     references = text[text.index("## References") :]
     for entry in ("Cordonnier, J.-B.", "arXiv:1911.03584", "Bhojanapalli, S.", "arXiv:2002.07028"):
