@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
-from torch import nn
+from torch import Tensor, nn
 
 __all__ = [
     "KERNELS",
@@ -38,7 +38,7 @@ __all__ = [
 
 
 # --8<-- [start:data]
-def target_function(x: torch.Tensor) -> torch.Tensor:
+def target_function(x: Tensor) -> Tensor:
     """The noise-free function the regression tries to recover: y = 2 sin(x) + x^0.8.
 
     Args:
@@ -65,10 +65,10 @@ class RegressionData:
         y_test: Noise-free targets at the test inputs (what an estimator should predict).
     """
 
-    x_train: torch.Tensor
-    y_train: torch.Tensor
-    x_test: torch.Tensor
-    y_test: torch.Tensor
+    x_train: Tensor
+    y_train: Tensor
+    x_test: Tensor
+    y_test: Tensor
 
 
 def make_regression_data(
@@ -123,9 +123,7 @@ def make_regression_data(
 # --8<-- [end:data]
 
 
-def _check_queries_keys_values(
-    queries: torch.Tensor, keys: torch.Tensor, values: torch.Tensor
-) -> None:
+def _check_queries_keys_values(queries: Tensor, keys: Tensor, values: Tensor) -> None:
     """Check the shapes shared by every pooling function of this module.
 
     Keys and values are either one set shared by every query, of shape (num_keys,), or one
@@ -150,9 +148,7 @@ def _check_queries_keys_values(
 
 
 # --8<-- [start:average_pooling]
-def average_pooling(
-    queries: torch.Tensor, keys: torch.Tensor, values: torch.Tensor
-) -> tuple[torch.Tensor, torch.Tensor]:
+def average_pooling(queries: Tensor, keys: Tensor, values: Tensor) -> tuple[Tensor, Tensor]:
     """Predict the mean of the values for every query: attention that ignores the query.
 
     Args:
@@ -185,7 +181,7 @@ def average_pooling(
 
 
 # --8<-- [start:kernels]
-def gaussian_kernel(u: torch.Tensor) -> torch.Tensor:
+def gaussian_kernel(u: Tensor) -> Tensor:
     """Gaussian kernel, K(u) = exp(-u^2 / 2): every key gets some weight.
 
     Args:
@@ -201,7 +197,7 @@ def gaussian_kernel(u: torch.Tensor) -> torch.Tensor:
     return torch.exp(-(u**2) / 2)
 
 
-def boxcar_kernel(u: torch.Tensor) -> torch.Tensor:
+def boxcar_kernel(u: Tensor) -> Tensor:
     """Boxcar kernel, K(u) = 1 if |u| <= 1 else 0: a plain average over a window.
 
     Args:
@@ -217,7 +213,7 @@ def boxcar_kernel(u: torch.Tensor) -> torch.Tensor:
     return (u.abs() <= 1).to(u.dtype)
 
 
-def epanechnikov_kernel(u: torch.Tensor) -> torch.Tensor:
+def epanechnikov_kernel(u: Tensor) -> Tensor:
     """Epanechnikov kernel, K(u) = max(0, 1 - u^2): a window whose weight fades to its edges.
 
     Args:
@@ -234,7 +230,7 @@ def epanechnikov_kernel(u: torch.Tensor) -> torch.Tensor:
 
 
 #: The kernels `attention_pooling` accepts, by name.
-KERNELS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
+KERNELS: dict[str, Callable[[Tensor], Tensor]] = {
     "gaussian": gaussian_kernel,
     "boxcar": boxcar_kernel,
     "epanechnikov": epanechnikov_kernel,
@@ -242,13 +238,19 @@ KERNELS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
 # --8<-- [end:kernels]
 
 
+def _check_kernel_inputs(queries: Tensor, keys: Tensor, kernel: str, bandwidth: float) -> None:
+    """Check the kernel's name, the bandwidth and the shapes of `kernel_weights`' inputs."""
+    if kernel not in KERNELS:
+        raise ValueError(f"kernel must be one of {sorted(KERNELS)}, got {kernel!r}")
+    if not bandwidth > 0:
+        raise ValueError(f"bandwidth must be positive, got {bandwidth}")
+    _check_queries_keys_values(queries, keys, keys)
+
+
 # --8<-- [start:attention_pooling]
 def kernel_weights(
-    queries: torch.Tensor,
-    keys: torch.Tensor,
-    kernel: str = "gaussian",
-    bandwidth: float = 1.0,
-) -> torch.Tensor:
+    queries: Tensor, keys: Tensor, kernel: str = "gaussian", bandwidth: float = 1.0
+) -> Tensor:
     """Attention weights of Nadaraya-Watson regression: κ((q - k_i) / σ), normalized per query.
 
     The Gaussian weights are computed as a softmax of -u^2 / 2, which is the same quantity
@@ -276,11 +278,7 @@ def kernel_weights(
         ValueError: If `kernel` is unknown, `bandwidth` is not positive, or the shapes do
             not match.
     """
-    if kernel not in KERNELS:
-        raise ValueError(f"kernel must be one of {sorted(KERNELS)}, got {kernel!r}")
-    if not bandwidth > 0:
-        raise ValueError(f"bandwidth must be positive, got {bandwidth}")
-    _check_queries_keys_values(queries, keys, keys)
+    _check_kernel_inputs(queries, keys, kernel, bandwidth)
     u = (queries[:, None] - keys) / bandwidth  # (num_queries, num_keys)
     if kernel == "gaussian":
         return torch.softmax(-(u**2) / 2, dim=-1)
@@ -291,12 +289,8 @@ def kernel_weights(
 
 
 def attention_pooling(
-    queries: torch.Tensor,
-    keys: torch.Tensor,
-    values: torch.Tensor,
-    kernel: str = "gaussian",
-    bandwidth: float = 1.0,
-) -> tuple[torch.Tensor, torch.Tensor]:
+    queries: Tensor, keys: Tensor, values: Tensor, kernel: str = "gaussian", bandwidth: float = 1.0
+) -> tuple[Tensor, Tensor]:
     """Nonparametric attention pooling: f(q) = sum_i alpha(q, k_i) v_i with kernel weights.
 
     Args:
@@ -329,7 +323,7 @@ def attention_pooling(
 
 
 # --8<-- [start:leave_one_out]
-def leave_one_out(x: torch.Tensor) -> torch.Tensor:
+def leave_one_out(x: Tensor) -> Tensor:
     """For each position i, every entry of `x` except the i-th.
 
     Args:
@@ -353,10 +347,7 @@ def leave_one_out(x: torch.Tensor) -> torch.Tensor:
 
 
 def leave_one_out_error(
-    x_train: torch.Tensor,
-    y_train: torch.Tensor,
-    kernel: str = "gaussian",
-    bandwidth: float = 1.0,
+    x_train: Tensor, y_train: Tensor, kernel: str = "gaussian", bandwidth: float = 1.0
 ) -> float:
     """Mean squared error of predicting each training target from all the other pairs.
 
@@ -411,11 +402,9 @@ class NWKernelRegression(nn.Module):
     def __init__(self, init_width: float = 1.0) -> None:
         super().__init__()
         self.w = nn.Parameter(torch.tensor(float(init_width)))
-        self.attention_weights: torch.Tensor | None = None
+        self.attention_weights: Tensor | None = None
 
-    def forward(
-        self, queries: torch.Tensor, keys: torch.Tensor, values: torch.Tensor
-    ) -> torch.Tensor:
+    def forward(self, queries: Tensor, keys: Tensor, values: Tensor) -> Tensor:
         """Predict a value for each query as an attention-weighted average of `values`.
 
         Args:
@@ -443,10 +432,21 @@ class NWKernelRegression(nn.Module):
 # --8<-- [end:NWKernelRegression]
 
 
+def _check_training_inputs(x_train: Tensor, y_train: Tensor, num_epochs: int) -> None:
+    """Check the shapes of the training pairs and the number of epochs."""
+    if x_train.dim() != 1 or x_train.shape != y_train.shape or x_train.shape[0] < 2:
+        raise ValueError(
+            "x_train and y_train must both have shape (num_train,) with num_train >= 2, "
+            f"got {tuple(x_train.shape)} and {tuple(y_train.shape)}"
+        )
+    if num_epochs < 1:
+        raise ValueError(f"num_epochs must be positive, got {num_epochs}")
+
+
 # --8<-- [start:train_nw_kernel_regression]
 def train_nw_kernel_regression(
-    x_train: torch.Tensor,
-    y_train: torch.Tensor,
+    x_train: Tensor,
+    y_train: Tensor,
     num_epochs: int = 100,
     lr: float = 0.1,
     init_width: float = 1.0,
@@ -480,13 +480,7 @@ def train_nw_kernel_regression(
         ValueError: If the shapes do not match, there are fewer than two training pairs, or
             `num_epochs` is not positive.
     """
-    if x_train.dim() != 1 or x_train.shape != y_train.shape or x_train.shape[0] < 2:
-        raise ValueError(
-            "x_train and y_train must both have shape (num_train,) with num_train >= 2, "
-            f"got {tuple(x_train.shape)} and {tuple(y_train.shape)}"
-        )
-    if num_epochs < 1:
-        raise ValueError(f"num_epochs must be positive, got {num_epochs}")
+    _check_training_inputs(x_train, y_train, num_epochs)
     keys = leave_one_out(x_train)  # (num_train, num_train - 1)
     values = leave_one_out(y_train)  # (num_train, num_train - 1)
     model = NWKernelRegression(init_width)
