@@ -82,6 +82,8 @@ class CausalSelfAttention(nn.Module):
         )
         self.rotary, self.alibi, self.window, self.kind = rotary, alibi, window, attention
 
+    # --8<-- [end:CausalSelfAttention]
+    # --8<-- [start:CausalSelfAttention-forward]
     def forward(
         self, X: Tensor, cache: KVCache | LinearAttentionCache | None = None, layer: int = 0
     ) -> Tensor:
@@ -98,31 +100,48 @@ class CausalSelfAttention(nn.Module):
         """
         start = 0 if cache is None else cache.length
         queries, keys, values = self.heads.project(X, X, X)  # (batch, heads, n, head_dim)
-        if self.rotary:
+        if self.rotary:  # rotate by the positions start, ..., start + n - 1
             positions = torch.arange(start, start + X.shape[1], device=X.device)
             queries, keys = apply_rotary(queries, positions), apply_rotary(keys, positions)
-        if self.kind == "linear":
+        if self.kind == "linear":  # no keys to cache: running sums (the linear deep dive)
             return self.heads.W_o(merge_heads(self.linear(queries, keys, values, cache, layer)))
         if cache is not None:
             keys, values = cache.update(layer, keys, values)  # (batch, h_kv, start + n, d)
+        if self.window is not None or self.alibi:  # the deep dives on windows and positions
+            return self.masked(queries, keys, values)
+        if queries.shape[2] == keys.shape[2]:  # square: the fused kernel's causal mask
+            return self.heads.attend(queries, keys, values, is_causal=True)
+        # The queries are the last positions of the sequence: the mask aligned bottom-right.
+        mask = causal_mask(queries.shape[2], keys.shape[2], X.device, alignment="bottom-right")
+        return self.heads.attend(queries, keys, values, attn_mask=mask)
+
+    # --8<-- [end:CausalSelfAttention-forward]
+    # --8<-- [start:CausalSelfAttention-masked]
+    def masked(self, queries: Tensor, keys: Tensor, values: Tensor) -> Tensor:
+        """Attention under a sliding window, or with ALiBi's bias, of cached keys and values.
+
+        Args:
+            queries: Queries of the new positions, rotated if the model rotates.
+            keys: Keys of every position so far (the cache's, if any).
+            values: Their values.
+
+        Returns:
+            The attention output.
+        """
         num_queries, num_keys = queries.shape[2], keys.shape[2]
         if self.window is not None:
             # Keys more than `window - 1` before the first query are never seen: drop them,
             # so a cached step costs O(window), not O(position).
             visible = min(num_keys, self.window + num_queries - 1)
             keys, values = keys[:, :, -visible:], values[:, :, -visible:]
-            mask = sliding_window_mask(num_queries, visible, self.window, X.device)
-        elif self.alibi:
+            mask = sliding_window_mask(num_queries, visible, self.window, queries.device)
+        else:
             mask = None  # ALiBi's bias holds the causal mask
-        elif num_queries == num_keys:  # square: let the fused kernel apply its causal mask
-            return self.heads.attend(queries, keys, values, is_causal=True)
-        else:  # the queries are the last positions: bottom-right alignment
-            mask = causal_mask(num_queries, num_keys, X.device, alignment="bottom-right")
         if self.alibi:
             return self.with_alibi(queries, keys, values, mask)
         return self.heads.attend(queries, keys, values, attn_mask=mask)
 
-    # --8<-- [end:CausalSelfAttention]
+    # --8<-- [end:CausalSelfAttention-masked]
     # --8<-- [start:CausalSelfAttention-alibi]
     def with_alibi(
         self, queries: Tensor, keys: Tensor, values: Tensor, mask: Tensor | None
@@ -251,6 +270,8 @@ class GPTBlock(nn.Module):
         )
         self.dropout = nn.Dropout(dropout)
 
+    # --8<-- [end:GPTBlock]
+    # --8<-- [start:GPTBlock-forward]
     def forward(
         self, X: Tensor, cache: KVCache | LinearAttentionCache | None = None, layer: int = 0
     ) -> Tensor:
@@ -267,8 +288,7 @@ class GPTBlock(nn.Module):
         X = X + self.dropout(self.attention(self.ln1(X), cache, layer))
         return X + self.dropout(self.ffn(self.ln2(X)))
 
-
-# --8<-- [end:GPTBlock]
+    # --8<-- [end:GPTBlock-forward]
 
 
 # --8<-- [start:GPT]

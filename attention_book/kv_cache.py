@@ -53,19 +53,6 @@ class KVCache:
         self.values = torch.zeros(shape, dtype=dtype, device=device)
         self.length = 0  # positions written by every layer
 
-    @property
-    def max_len(self) -> int:
-        """Most positions the cache holds."""
-        return self.keys.shape[3]
-
-    @property
-    def nbytes(self) -> int:
-        """Bytes of the stored keys and values at full length.
-
-        2 · layers · batch · kv_heads · max_len · head_dim · bytes per number.
-        """
-        return self.keys.nbytes + self.values.nbytes
-
     def update(self, layer: int, keys: Tensor, values: Tensor) -> tuple[Tensor, Tensor]:
         """Write the new positions' keys and values of one layer; return all so far.
 
@@ -85,11 +72,7 @@ class KVCache:
             ValueError: If the new positions do not fit in ``max_len``.
         """
         start, end = self.length, self.length + keys.shape[2]
-        if end > self.max_len:
-            raise ValueError(
-                f"the cache holds max_len={self.max_len} positions; {self.length} are written "
-                f"and keys of shape {tuple(keys.shape)} bring {keys.shape[2]} more"
-            )
+        self._check_room(keys)
         self.keys[layer, :, :, start:end] = keys
         self.values[layer, :, :, start:end] = values
         return self.keys[layer, :, :, :end], self.values[layer, :, :, :end]
@@ -98,8 +81,30 @@ class KVCache:
         """Count ``n`` more positions as written (after every layer has called `update`)."""
         self.length += n
 
+    # --8<-- [end:KVCache]
+    # --8<-- [start:KVCache-sizes]
+    @property
+    def max_len(self) -> int:
+        """Most positions the cache holds."""
+        return self.keys.shape[3]
 
-# --8<-- [end:KVCache]
+    @property
+    def nbytes(self) -> int:
+        """Bytes of the stored keys and values at full length.
+
+        2 · layers · batch · kv_heads · max_len · head_dim · bytes per number.
+        """
+        return self.keys.nbytes + self.values.nbytes
+
+    def _check_room(self, keys: Tensor) -> None:
+        """Raise a ValueError if the new positions of `keys` do not fit in ``max_len``."""
+        if self.length + keys.shape[2] > self.max_len:
+            raise ValueError(
+                f"the cache holds max_len={self.max_len} positions; {self.length} are written "
+                f"and keys of shape {tuple(keys.shape)} bring {keys.shape[2]} more"
+            )
+
+    # --8<-- [end:KVCache-sizes]
 
 
 # --8<-- [start:LinearAttentionCache]
