@@ -266,13 +266,19 @@ def between(text: str, start: str, end: str) -> str:
 
 
 def test_self_attention_timing_prose_types_no_measured_number():
-    text = between(
+    core = between(
         page("self-attention.md"), "## Convolutions, RNNs and self-attention", "### Path length"
     )
+    # The slope-by-slope reading is in the timing deep dive; the core keeps its point.
+    deep = between(page("self-attention-cost.md"), "## How the build times them", "## References")
     for key in ("linear_close", "short_flat", "attention_vs_flops", "gru_gap", "flop_slope"):
-        assert f"{{{{ build:self_attention_facts.{key} }}}}" in text, key
-    typed = re.findall(r"\b\d+\.\d+\b|\d+\s*%", re.sub(r"\{\{ build:[^}]*\}\}", "", text))
-    assert not typed, f"numbers typed into the timing prose: {typed}"
+        assert f"{{{{ build:self_attention_facts.{key} }}}}" in deep, key
+    for key in ("faster", "attention_slope", "attention_vs_flops", "flop_slope"):
+        assert f"{{{{ build:self_attention_facts.{key} }}}}" in core, key
+    assert "(self-attention-cost.md)" in core
+    for text in (core, deep):
+        typed = re.findall(r"\b\d+\.\d+\b|\d+\s*%", re.sub(r"\{\{ build:[^}]*\}\}", "", text))
+        assert not typed, f"numbers typed into the timing prose: {typed}"
     summary = between(page("self-attention.md"), "## What the measurements show", "## Exercises")
     assert "{{ build:self_attention_facts.summary_attention }}" in summary
 
@@ -693,3 +699,35 @@ def test_the_introduction_credits_the_evidence_on_long_sentences_and_its_prerequ
     front = text.split("---")[1]
     assert "recurrent networks (a GRU or an LSTM)" in front
     assert "chapters 9 and 10 of *Dive into Deep Learning*" in text
+
+
+def test_the_attention_chapters_write_scores_in_the_row_convention_of_the_notation_page():
+    """Issue 42, item 5: one matrix convention in every chapter.
+
+    The notation page stacks positions as rows (row i of Q is q_i^T) and the multi-head chapter
+    defines W_q in R^(d_model x d), used as Q W_q; a score is then x_i^T W_q W_k^T x_j. The
+    self-attention chapter wrote the column convention's x_i^T W_q^T W_k x_j, which does not
+    even fit those shapes when d differs from d_model.
+    """
+    column = re.compile(r"\\mathbf\{W\}_\{?\w+\}?\^\\top\s*\\mathbf\{W\}|\^\\top\s*W_")
+    old = "$(\\mathbf{x}_i + \\mathbf{p}_i)^\\top \\mathbf{W}_q^\\top \\mathbf{W}_k \\mathbf{x}_j$"
+    assert column.search(old) and column.search("$(x_i + p_i)^\\top W_q^\\top W_k (x_j + p_j)$")
+    pages = [
+        "multihead-attention.md",
+        "multihead-attention-pytorch.md",
+        "multihead-attention-heads.md",
+        "self-attention.md",
+        "self-attention-cost.md",
+        "self-attention-sinusoids.md",
+    ]
+    for name in pages:
+        found = column.findall(page(name))
+        assert not found, f"{name}: column-convention products {found}; write x^T W_q W_k^T x"
+    text = " ".join(page("self-attention.md").split())
+    row = (
+        "(\\mathbf{x}_i + \\mathbf{p}_i)^\\top \\mathbf{W}_q \\mathbf{W}_k^\\top "
+        "(\\mathbf{x}_j + \\mathbf{p}_j)"
+    )
+    assert row in text
+    multihead = " ".join(page("multihead-attention.md").split())
+    assert "\\mathbf{W}_v^{(i)} \\in \\mathbb{R}^{d_{\\text{model}} \\times d}$" in multihead
