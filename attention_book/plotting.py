@@ -82,6 +82,26 @@ def show_heatmaps(
         ValueError: If `matrices` does not have 2 or 4 dimensions, or `titles` does not
             match the number of columns.
     """
+    matrices = _heatmap_grid(matrices, titles)  # (num_rows, num_cols, num_queries, num_keys)
+    num_rows, num_cols = matrices.shape[:2]
+    with plt.rc_context({**BOOK_STYLE, "axes.grid": False}):
+        fig = Figure(figsize=(figsize[0] * num_cols + 0.8, figsize[1] * num_rows))
+        axes = fig.subplots(num_rows, num_cols, sharex=True, sharey=True, squeeze=False)
+        vmax = float(matrices.max())  # one color scale for every heatmap
+        for i in range(num_rows):
+            for j in range(num_cols):
+                weights = matrices[i, j].float().numpy()  # (num_queries, num_keys)
+                image = axes[i, j].imshow(weights, cmap=cmap, vmin=0, vmax=vmax)
+        _label_heatmaps(axes, xlabel, ylabel, titles, xticklabels, yticklabels)
+        fig.colorbar(image, ax=axes, shrink=0.6)
+    return fig
+
+
+# --8<-- [end:show_heatmaps]
+
+
+def _heatmap_grid(matrices: torch.Tensor, titles: Sequence[str] | None) -> torch.Tensor:
+    """`show_heatmaps`' input as a 4-D tensor on the CPU, checked against its titles."""
     matrices = torch.as_tensor(matrices).detach().cpu()
     if matrices.dim() == 2:
         matrices = matrices[None, None]
@@ -90,39 +110,35 @@ def show_heatmaps(
             "matrices must have shape (num_rows, num_cols, num_queries, num_keys) or "
             f"(num_queries, num_keys), got shape {tuple(matrices.shape)}"
         )
-    num_rows, num_cols = matrices.shape[:2]
+    num_cols = matrices.shape[1]
     if titles is not None and len(titles) != num_cols:
         raise ValueError(f"titles must have {num_cols} entries (one per column), got {len(titles)}")
-    with plt.rc_context({**BOOK_STYLE, "axes.grid": False}):
-        fig = Figure(figsize=(figsize[0] * num_cols + 0.8, figsize[1] * num_rows))
-        axes = fig.subplots(
-            num_rows,
-            num_cols,
-            sharex=True,
-            sharey=True,
-            squeeze=False,
-        )
-        vmax = float(matrices.max())
-        image = None
-        for i in range(num_rows):
-            for j in range(num_cols):
-                ax = axes[i, j]
-                image = ax.imshow(matrices[i, j].float().numpy(), cmap=cmap, vmin=0, vmax=vmax)
-                if i == num_rows - 1:
-                    ax.set_xlabel(xlabel)
-                if j == 0:
-                    ax.set_ylabel(ylabel)
-                if titles is not None and i == 0:
-                    ax.set_title(titles[j])
-                if xticklabels is not None:
-                    ax.set_xticks(range(len(xticklabels)), xticklabels, rotation=90)
-                if yticklabels is not None:
-                    ax.set_yticks(range(len(yticklabels)), yticklabels)
-        fig.colorbar(image, ax=axes, shrink=0.6)
-    return fig
+    return matrices
 
 
-# --8<-- [end:show_heatmaps]
+def _label_heatmaps(
+    axes,
+    xlabel: str,
+    ylabel: str,
+    titles: Sequence[str] | None,
+    xticklabels: Sequence[str] | None,
+    yticklabels: Sequence[str] | None,
+) -> None:
+    """Label `show_heatmaps`' grid: keys under the last row, queries left of the first column."""
+    num_rows, num_cols = axes.shape
+    for i in range(num_rows):
+        for j in range(num_cols):
+            ax = axes[i, j]
+            if i == num_rows - 1:
+                ax.set_xlabel(xlabel)
+            if j == 0:
+                ax.set_ylabel(ylabel)
+            if titles is not None and i == 0:
+                ax.set_title(titles[j])
+            if xticklabels is not None:
+                ax.set_xticks(range(len(xticklabels)), xticklabels, rotation=90)
+            if yticklabels is not None:
+                ax.set_yticks(range(len(yticklabels)), yticklabels)
 
 
 def plot_lines(
