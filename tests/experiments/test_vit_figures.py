@@ -305,7 +305,7 @@ def test_the_inside_page_reads_the_position_findings_and_shows_the_figure():
         assert f"{{{{ build:vit_position_findings.{key} }}}}" in text, key
     # The verdicts end sentences that name what they compare, whatever the direction.
     assert (
-        "with the patches three or more patches away: "
+        "with those three or more patches away: "
         "{{ build:vit_position_findings.distance_verdict }}." in text
     )
     assert "share neither: {{ build:vit_position_findings.line_verdict }}." in text
