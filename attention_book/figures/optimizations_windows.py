@@ -98,7 +98,7 @@ def optimizations_rolling_buffer() -> Figure:
                 spine.set_visible(False)
             ax.set_title(title, fontsize=9, pad=18)
         fig.text(0.5, 0.02, "each row is the cache after one more token; the newest in orange",
-                 ha="center", fontsize=8, color="#555555")  # fmt: skip
+                 ha="center", fontsize=8, color="#444444")  # fmt: skip
         fig.tight_layout(rect=(0, 0.05, 1, 1))
     return fig
 
