@@ -29,7 +29,7 @@ from torch.utils._pytree import tree_leaves
 __all__ = ["measure_tensor_memory"]
 
 
-# --8<-- [start:measure_tensor_memory]
+# --8<-- [start:measure_tensor_memory-counter]
 class _LiveTensorBytes(TorchDispatchMode):
     """Counts the bytes of every tensor storage that PyTorch operators create while active.
 
@@ -71,6 +71,10 @@ class _LiveTensorBytes(TorchDispatchMode):
         return result
 
 
+# --8<-- [end:measure_tensor_memory-counter]
+
+
+# --8<-- [start:measure_tensor_memory]
 def measure_tensor_memory(
     function: Callable, *args: object, **kwargs: object
 ) -> tuple[object, int, int]:

@@ -164,33 +164,52 @@ def tiled_attention_forward(
     compute_dtype = torch.float64 if q.dtype == torch.float64 else torch.float32
     out = torch.empty_like(q)
     lse = torch.empty(batch, num_heads, q_len, dtype=compute_dtype, device=q.device)
-    for start_m in range(0, q_len, block_m):
-        q_i = q[:, :, start_m : start_m + block_m].to(compute_dtype)  # (b, h, block_m, d)
-        rows = q_i.shape[-2]
-        m_i = torch.full((batch, num_heads, rows), float("-inf"), **_like(q_i))
-        l_i = torch.zeros(batch, num_heads, rows, **_like(q_i))
-        acc = torch.zeros(batch, num_heads, rows, head_dim, **_like(q_i))
-        end_n = _keys_to_visit(start_m, rows, q_len, k_len, causal, valid_lens)
-        for start_n in range(0, end_n, block_n):
-            k_j = k[:, :, start_n : start_n + block_n].to(compute_dtype)  # (b, h, block_n, d)
-            v_j = v[:, :, start_n : start_n + block_n].to(compute_dtype)
-            s_ij = _tile_scores(q_i, k_j, scale, q_len, k_len, start_m, start_n, causal, valid_lens)
-            m_new = torch.maximum(m_i, s_ij.amax(dim=-1))
-            # A row that has seen only masked keys has m_new = -inf; subtract 0 instead.
-            m_safe = torch.where(torch.isinf(m_new), 0.0, m_new)
-            p_ij = torch.exp(s_ij - m_safe[..., None])  # (b, h, block_m, block_n)
-            alpha = torch.exp(m_i - m_safe)  # rescales what was summed with the old max
-            l_i = alpha * l_i + p_ij.sum(dim=-1)
-            acc = alpha[..., None] * acc + p_ij @ v_j
-            m_i = m_new
-        l_safe = torch.where(l_i == 0, 1.0, l_i)
-        out[:, :, start_m : start_m + block_m] = (acc / l_safe[..., None]).to(q.dtype)
-        lse[:, :, start_m : start_m + block_m] = torch.where(
-            l_i == 0, float("-inf"), m_i + torch.log(l_safe)
-        )
+    masking = (q_len, k_len, causal, valid_lens)  # what decides the masks of a tile
+    for start_m in range(0, q_len, block_m):  # one block of queries at a time
+        rows = slice(start_m, start_m + block_m)
+        q_i = q[:, :, rows].to(compute_dtype)  # (b, h, block_m, d)
+        m_i, l_i, acc = _attend_query_block(q_i, k, v, start_m, scale, block_n, masking)
+        l_safe = torch.where(l_i == 0, 1.0, l_i)  # a row that saw no key: output 0, lse -inf
+        out[:, :, rows] = (acc / l_safe[..., None]).to(q.dtype)
+        lse[:, :, rows] = torch.where(l_i == 0, float("-inf"), m_i + torch.log(l_safe))
+        del m_i, l_i, acc  # this block's state is written: free it before the next block's
     return out, lse
 
 
+# --8<-- [end:tiled_forward]
+# --8<-- [start:tiled_query_block]
+def _attend_query_block(
+    q_i: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    start_m: int,
+    scale: float,
+    block_n: int,
+    masking: tuple[int, int, bool, torch.Tensor | None],
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """One block of queries against the key blocks it must read: the online softmax."""
+    batch, num_heads, rows, head_dim = q_i.shape
+    q_len, k_len, causal, valid_lens = masking
+    m_i = torch.full((batch, num_heads, rows), float("-inf"), **_like(q_i))  # running max
+    l_i = torch.zeros(batch, num_heads, rows, **_like(q_i))  # running sum of exponentials
+    acc = torch.zeros(batch, num_heads, rows, head_dim, **_like(q_i))  # unnormalized output
+    for start_n in range(0, _keys_to_visit(start_m, rows, *masking), block_n):
+        k_j = k[:, :, start_n : start_n + block_n].to(q_i.dtype)  # (b, h, block_n, d)
+        v_j = v[:, :, start_n : start_n + block_n].to(q_i.dtype)
+        s_ij = _tile_scores(q_i, k_j, scale, q_len, k_len, start_m, start_n, causal, valid_lens)
+        m_new = torch.maximum(m_i, s_ij.amax(dim=-1))
+        # A row that has seen only masked keys has m_new = -inf; subtract 0 instead.
+        m_safe = torch.where(torch.isinf(m_new), 0.0, m_new)
+        p_ij = torch.exp(s_ij - m_safe[..., None])  # (b, h, block_m, block_n)
+        alpha = torch.exp(m_i - m_safe)  # rescales what was summed with the old max
+        l_i = alpha * l_i + p_ij.sum(dim=-1)
+        acc = alpha[..., None] * acc + p_ij @ v_j
+        m_i = m_new
+    return m_i, l_i, acc
+
+
+# --8<-- [end:tiled_query_block]
+# --8<-- [start:tiled_masks]
 def _keys_to_visit(
     start_m: int,
     rows: int,
@@ -229,7 +248,7 @@ def _tile_scores(
     return s_ij if mask is None else s_ij.masked_fill(~mask, float("-inf"))
 
 
-# --8<-- [end:tiled_forward]
+# --8<-- [end:tiled_masks]
 
 
 def _like(tensor: torch.Tensor) -> dict:
