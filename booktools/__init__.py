@@ -10,7 +10,8 @@ by concern:
   (the chapter map, the learning path, the plan of the book and the API pages, made from the
   nav), `booktools.build.figures` (figures and build fragments), `booktools.build.listings`
   (the package's source in the chapters), `booktools.build.notes` (the "first run trains"
-  notes), `booktools.build.notebooks` (a notebook per chapter), `booktools.build.katex` (math),
+  notes), `booktools.build.printed` (what a marked block printed, under it),
+  `booktools.build.notebooks` (a notebook per chapter), `booktools.build.katex` (math),
   `booktools.build.versions` (the versions a chapter was tested with),
   `booktools.build.reading` (reading times and deep dives), `booktools.build.search_index`
   (the search index), `booktools.build.attr_lists` (attribute lists left as text) and
