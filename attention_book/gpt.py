@@ -37,7 +37,6 @@ POSITIONALS = ("rope", "sinusoidal", "learned", "alibi", "none")
 ATTENTIONS = ("softmax", "linear")
 
 
-# --8<-- [start:CausalSelfAttention]
 class CausalSelfAttention(nn.Module):
     """Causal self-attention with grouped-query heads, rotary or ALiBi positions and a cache.
 
@@ -82,7 +81,6 @@ class CausalSelfAttention(nn.Module):
         )
         self.rotary, self.alibi, self.window, self.kind = rotary, alibi, window, attention
 
-    # --8<-- [end:CausalSelfAttention]
     # --8<-- [start:CausalSelfAttention-forward]
     def forward(
         self, X: Tensor, cache: KVCache | LinearAttentionCache | None = None, layer: int = 0
@@ -223,7 +221,6 @@ class CausalSelfAttention(nn.Module):
     # --8<-- [end:CausalSelfAttention-linear]
 
 
-# --8<-- [start:GPTBlock]
 class GPTBlock(nn.Module):
     """A pre-norm decoder block: ``X + attention(LN(X))``, then ``X + FFN(LN(X))``.
 
@@ -270,7 +267,6 @@ class GPTBlock(nn.Module):
         )
         self.dropout = nn.Dropout(dropout)
 
-    # --8<-- [end:GPTBlock]
     # --8<-- [start:GPTBlock-forward]
     def forward(
         self, X: Tensor, cache: KVCache | LinearAttentionCache | None = None, layer: int = 0

@@ -154,3 +154,11 @@ def test_the_keyword_rule_wants_the_books_classes_built_with_named_arguments():
     # Only the book's classes, only runnable blocks: PyTorch's and output are left alone.
     assert positional_problems("```python\nx = torch.zeros(2, 3, 4)\n```\n") == []
     assert positional_problems("```text\nTransformerEncoder(200, 24, 48, 8, 2, 0.5)\n```\n") == []
+
+
+def test_a_page_may_show_d2ls_positional_call_when_it_says_so():
+    from booktools.checks.docs import D2L_CALL, positional_problems
+
+    call = "vit = ViT(96, 16, 512, 2048, 8, 2, 0.1, 0.1)"
+    assert len(positional_problems(f"```python\n{call}\n```\n")) == 1
+    assert positional_problems(f"```python\n{call}  {D2L_CALL}\n```\n") == []
