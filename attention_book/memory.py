@@ -29,7 +29,6 @@ from torch.utils._pytree import tree_leaves
 __all__ = ["measure_tensor_memory"]
 
 
-# --8<-- [start:measure_tensor_memory-counter]
 class _LiveTensorBytes(TorchDispatchMode):
     """Counts the bytes of every tensor storage that PyTorch operators create while active.
 
@@ -69,9 +68,6 @@ class _LiveTensorBytes(TorchDispatchMode):
             self.largest = max(self.largest, nbytes)
             weakref.finalize(storage, self._release, key, nbytes)
         return result
-
-
-# --8<-- [end:measure_tensor_memory-counter]
 
 
 # --8<-- [start:measure_tensor_memory]
