@@ -26,12 +26,39 @@ __all__ = [
 ]
 
 
+# --8<-- [start:checks]
 def _pair(name: str, size: int | tuple[int, int]) -> tuple[int, int]:
     """Return ``size`` as (height, width), accepting an int for a square."""
     pair = (size, size) if isinstance(size, int) else tuple(size)
     if len(pair) != 2 or not all(isinstance(s, int) and s > 0 for s in pair):
         raise ValueError(f"{name} must be a positive int or (height, width), got {size!r}")
     return pair  # type: ignore[return-value]
+
+
+def _check_sizes(
+    img_size: int | tuple[int, int], patch_size: int | tuple[int, int]
+) -> tuple[tuple[int, int], tuple[int, int]]:
+    """Return both sizes as (height, width), checking that the patches tile the image."""
+    img_size, patch_size = _pair("img_size", img_size), _pair("patch_size", patch_size)
+    if any(i % p for i, p in zip(img_size, patch_size, strict=True)):
+        raise ValueError(
+            f"img_size {img_size} must be divisible by patch_size {patch_size} "
+            "in both height and width"
+        )
+    return img_size, patch_size
+
+
+def _check_images(X: Tensor, in_channels: int, img_size: tuple[int, int]) -> None:
+    """Raise a ValueError unless ``X`` is (batch, in_channels, height, width) of this size."""
+    expected = (in_channels, *img_size)
+    if X.dim() != 4 or tuple(X.shape[1:]) != expected:
+        raise ValueError(
+            f"X must have shape (batch, in_channels, height, width) = "
+            f"(batch, {', '.join(map(str, expected))}), got {tuple(X.shape)}"
+        )
+
+
+# --8<-- [end:checks]
 
 
 # --8<-- [start:PatchEmbedding]
@@ -68,20 +95,12 @@ class PatchEmbedding(nn.Module):
         in_channels: int = 3,
     ) -> None:
         super().__init__()
-        self.img_size = _pair("img_size", img_size)
-        self.patch_size = _pair("patch_size", patch_size)
-        if any(i % p for i, p in zip(self.img_size, self.patch_size, strict=True)):
-            raise ValueError(
-                f"img_size {self.img_size} must be divisible by patch_size {self.patch_size} "
-                "in both height and width"
-            )
+        self.img_size, self.patch_size = _check_sizes(img_size, patch_size)  # (h, w), (ph, pw)
         self.in_channels = in_channels
-        self.num_patches = (self.img_size[0] // self.patch_size[0]) * (
-            self.img_size[1] // self.patch_size[1]
-        )
-        self.conv = nn.Conv2d(
-            in_channels, num_hiddens, kernel_size=self.patch_size, stride=self.patch_size
-        )
+        (height, width), (ph, pw) = self.img_size, self.patch_size
+        self.num_patches = (height // ph) * (width // pw)  # N = (h / p) * (w / p)
+        # Kernel = stride = patch size: each patch seen once, by the same linear map.
+        self.conv = nn.Conv2d(in_channels, num_hiddens, kernel_size=(ph, pw), stride=(ph, pw))
 
     def forward(self, X: Tensor) -> Tensor:
         """Embed every patch of a batch of images.
@@ -96,12 +115,7 @@ class PatchEmbedding(nn.Module):
             ValueError: If ``X`` is not (batch, in_channels, height, width) with the
                 configured channels and size.
         """
-        expected = (self.in_channels, *self.img_size)
-        if X.dim() != 4 or tuple(X.shape[1:]) != expected:
-            raise ValueError(
-                f"X must have shape (batch, in_channels, height, width) = "
-                f"(batch, {', '.join(map(str, expected))}), got {tuple(X.shape)}"
-            )
+        _check_images(X, self.in_channels, self.img_size)  # (batch, in_channels, height, width)
         X = self.conv(X)  # (batch, num_hiddens, height // ph, width // pw)
         return X.flatten(2).transpose(1, 2)  # (batch, num_patches, num_hiddens)
 
@@ -220,9 +234,9 @@ class ViTBlock(nn.Module):
             ValueError: If ``X`` is not 3-D or a mask is malformed (not boolean, or not
                 broadcastable to ``(batch, num_heads, num_steps, num_steps)``).
         """
-        H = self.ln1(X)
-        X = X + self.self_attention(H, H, H, valid_lens, attn_mask)
-        return X + self.mlp(self.ln2(X))
+        H = self.ln1(X)  # (batch, num_steps, num_hiddens): LN inside the branch (pre-norm)
+        X = X + self.self_attention(H, H, H, valid_lens, attn_mask)  # z' = MSA(LN(z)) + z
+        return X + self.mlp(self.ln2(X))  # z = MLP(LN(z')) + z': (batch, num_steps, num_hiddens)
 
 
 # --8<-- [end:ViTBlock]
@@ -294,6 +308,8 @@ class ViT(nn.Module):
         self.head = nn.Sequential(nn.LayerNorm(num_hiddens), nn.Linear(num_hiddens, num_classes))
         self.attention_weights: list[Tensor | None] = [None] * num_blks
 
+    # --8<-- [end:ViT]
+    # --8<-- [start:ViT-forward]
     def forward(self, X: Tensor) -> Tensor:
         """Classify a batch of images.
 
@@ -312,12 +328,11 @@ class ViT(nn.Module):
         X = torch.cat((cls_tokens, X), dim=1)  # (batch, num_patches + 1, num_hiddens)
         X = self.pos_embedding(X)  # dropout(X + P): add each position's learned vector
         for i, blk in enumerate(self.blks):
-            X = blk(X)
+            X = blk(X)  # (batch, num_patches + 1, num_hiddens)
             self.attention_weights[i] = blk.self_attention.attention_weights
         return self.head(X[:, 0])  # (batch, num_classes): read out the class token
 
-
-# --8<-- [end:ViT]
+    # --8<-- [end:ViT-forward]
 
 
 # --8<-- [start:interpolate_position_embedding]

@@ -247,6 +247,7 @@ def _choose_lr(
     images, labels = train
     order = balanced_subset(labels, len(labels), seed=0)  # classes interleaved
     held_out, kept = order[: config.validation_size], order[config.validation_size :]
+    fit_on, validate_on = (images[kept], labels[kept]), (images[held_out], labels[held_out])
     trials = []
     for lr in config.lr_choices:
         set_seed(0)
@@ -255,13 +256,7 @@ def _choose_lr(
                 continue
             bar.set_description(f"choosing lr: {name}, lr={lr:g}")
             run = _train(
-                model,
-                (images[kept], labels[kept]),
-                (images[held_out], labels[held_out]),
-                config,
-                lr=lr,
-                max_shift=config.max_shift,
-                seed=0,
+                model, fit_on, validate_on, config, lr=lr, max_shift=config.max_shift, seed=0
             )
             trials.append({"model": name, "lr": lr, "validation_accuracy": run["accuracy"]})
             trials[-1]["cpu_seconds"] = run["cpu_seconds"]
