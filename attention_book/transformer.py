@@ -72,8 +72,11 @@ class TransformerEncoderBlock(nn.Module):
         )
         self.addnorm2 = AddNorm(num_hiddens, dropout, norm_first=norm_first)
 
+    # --8<-- [end:TransformerEncoderBlock]
+
+    # --8<-- [start:TransformerEncoderBlock-forward]
     def forward(self, X: Tensor, valid_lens: Tensor | None = None) -> Tensor:
-        """Run the block.
+        """Run the block: self-attention, then the FFN, each inside its `AddNorm`.
 
         Args:
             X: Input vectors, one per position.
@@ -86,17 +89,15 @@ class TransformerEncoderBlock(nn.Module):
         Raises:
             ValueError: If ``X`` does not have shape (batch, num_steps, num_hiddens).
         """
-        check_hidden_states("X", X, self.num_hiddens)
-        H = self.addnorm1.sublayer_input(X)
-        X = self.addnorm1(X, self.self_attention(H, H, H, valid_lens))
+        check_hidden_states("X", X, self.num_hiddens)  # X: (batch, num_steps, num_hiddens)
+        H = self.addnorm1.sublayer_input(X)  # X in post-norm, LayerNorm(X) in pre-norm
+        X = self.addnorm1(X, self.self_attention(H, H, H, valid_lens))  # every position
         H = self.addnorm2.sublayer_input(X)
-        return self.addnorm2(X, self.ffn(H))
+        return self.addnorm2(X, self.ffn(H))  # (batch, num_steps, num_hiddens)
+
+    # --8<-- [end:TransformerEncoderBlock-forward]
 
 
-# --8<-- [end:TransformerEncoderBlock]
-
-
-# --8<-- [start:TransformerEncoder]
 class TransformerEncoder(nn.Module):
     """The Transformer encoder: embedding, positional encoding and a stack of blocks.
 
@@ -159,6 +160,7 @@ class TransformerEncoder(nn.Module):
         self.final_norm = nn.LayerNorm(num_hiddens) if norm_first else nn.Identity()
         self.attention_weights: list[Tensor | None] = [None] * num_blks
 
+    # --8<-- [start:TransformerEncoder-forward]
     def forward(self, X: Tensor, valid_lens: Tensor | None = None) -> Tensor:
         """Encode a batch of token sequences.
 
@@ -172,12 +174,11 @@ class TransformerEncoder(nn.Module):
         Raises:
             ValueError: If ``X`` is not a 2-D integer tensor.
         """
-        check_tokens("X", X)
-        X = self.pos_encoding(self.embedding(X) * math.sqrt(self.num_hiddens))
+        check_tokens("X", X)  # X: (batch, num_steps) token indices
+        X = self.pos_encoding(self.embedding(X) * math.sqrt(self.num_hiddens))  # scaled + p_t
         for i, blk in enumerate(self.blks):
-            X = blk(X, valid_lens)
+            X = blk(X, valid_lens)  # (batch, num_steps, num_hiddens)
             self.attention_weights[i] = blk.self_attention.attention_weights
-        return self.final_norm(X)
+        return self.final_norm(X)  # LayerNorm in pre-norm, identity in post-norm
 
-
-# --8<-- [end:TransformerEncoder]
+    # --8<-- [end:TransformerEncoder-forward]

@@ -189,12 +189,12 @@ class TransformerDecoderBlock(nn.Module):
 
     The self-attention is causal: a position attends to itself and to earlier positions only.
     Its keys and values are every position decoded so far: the block projects only the new
-    positions and appends them to ``state.keys[i]`` and ``state.values[i]`` (the key/value
-    cache), so it works the same whether it gets the whole target sequence at once
-    (training) or one new token per call (decoding). The encoder-decoder attention uses the
-    block's position vectors as queries and the encoder's outputs as keys and values
-    (projected at the first call, kept in ``state.cross_keys[i]`` and
-    ``state.cross_values[i]``), ignoring source padding past ``state.enc_valid_lens``.
+    positions and appends them to ``state.keys[block_index]`` and
+    ``state.values[block_index]`` (the key/value cache), so it works the same whether it gets
+    the whole target sequence at once (training) or one new token per call (decoding). The
+    encoder-decoder attention uses the block's position vectors as queries and the encoder's
+    outputs as keys and values (projected at the first call, kept in ``state.cross_keys`` and
+    ``state.cross_values``), ignoring source padding past ``state.enc_valid_lens``.
 
     With the same weights and ``use_bias=True`` it computes what
     ``nn.TransformerDecoderLayer(batch_first=True, norm_first=norm_first)`` computes with a
@@ -205,7 +205,7 @@ class TransformerDecoderBlock(nn.Module):
         ffn_num_hiddens: Hidden width of the FFN.
         num_heads: Number of attention heads.
         dropout: Dropout on attention weights, inside the FFN and on each sublayer's output.
-        i: This block's index in the decoder: its slot in the state's caches.
+        block_index: This block's index in the decoder: its slot in the state's caches.
         use_bias: Whether the attention projections have biases.
         norm_first: ``False`` for post-norm (the paper), ``True`` for pre-norm.
         activation: FFN activation, ``"relu"`` or ``"gelu"``.
@@ -221,14 +221,14 @@ class TransformerDecoderBlock(nn.Module):
         ffn_num_hiddens: int,
         num_heads: int,
         dropout: float,
-        i: int,
+        block_index: int,
         *,
         use_bias: bool = False,
         norm_first: bool = False,
         activation: str = "relu",
     ) -> None:
         super().__init__()
-        self.i = i
+        self.block_index = block_index
         self.num_hiddens = num_hiddens
         self.self_attention = MultiHeadAttention(num_hiddens, num_heads, dropout, use_bias)
         self.addnorm1 = AddNorm(num_hiddens, dropout, norm_first=norm_first)
@@ -239,12 +239,16 @@ class TransformerDecoderBlock(nn.Module):
         )
         self.addnorm3 = AddNorm(num_hiddens, dropout, norm_first=norm_first)
 
+    # --8<-- [end:TransformerDecoderBlock]
+
+    # --8<-- [start:TransformerDecoderBlock-forward]
     def forward(self, X: Tensor, state: DecoderState) -> tuple[Tensor, DecoderState]:
-        """Run the block on the new target positions ``X``.
+        """Run the block on the new target positions ``X``, which follow the cached ones.
 
         Args:
             X: Vectors of the positions to decode now, which follow the cached ones.
-            state: The decoder state; its caches of slot ``self.i`` are extended by this call.
+            state: The decoder state; its caches of slot ``self.block_index`` are extended by
+                this call.
 
         Returns:
             The output vectors of the new positions, and the same (updated) state.
@@ -252,45 +256,69 @@ class TransformerDecoderBlock(nn.Module):
         Raises:
             ValueError: If ``X`` does not have shape (batch, num_new_steps, num_hiddens).
         """
-        check_hidden_states("X", X, self.num_hiddens)
-        i, num_heads = self.i, self.self_attention.num_heads
-        # 1. Masked self-attention over every position decoded so far, including the new ones.
-        H = self.addnorm1.sublayer_input(X)
+        check_hidden_states("X", X, self.num_hiddens)  # X: (batch, num_new_steps, num_hiddens)
+        H = self.addnorm1.sublayer_input(X)  # X in post-norm, LayerNorm(X) in pre-norm
+        X = self.addnorm1(X, self.masked_self_attention(H, state))  # sees earlier positions
+        H = self.addnorm2.sublayer_input(X)
+        X = self.addnorm2(X, self.encoder_decoder_attention(H, state))  # sees the source
+        H = self.addnorm3.sublayer_input(X)
+        return self.addnorm3(X, self.ffn(H)), state  # (batch, num_new_steps, num_hiddens)
+
+    # --8<-- [end:TransformerDecoderBlock-forward]
+
+    # --8<-- [start:masked_self_attention]
+    def masked_self_attention(self, H: Tensor, state: DecoderState) -> Tensor:
+        """Causal self-attention of the new positions over all positions so far, cached.
+
+        Args:
+            H: What the sublayer reads at the new positions (`AddNorm.sublayer_input`).
+            state: The decoder state; ``keys[block_index]`` and ``values[block_index]`` grow
+                by the new positions.
+
+        Returns:
+            The attention output at the new positions.
+
+        Shapes:
+            - H: ``(batch, num_new_steps, num_hiddens)``
+            - returns: ``(batch, num_new_steps, num_hiddens)``
+        """
+        i, num_heads = self.block_index, self.self_attention.num_heads
         K = project_heads(self.self_attention.W_k, H, num_heads)  # (batch, h, new, head_dim)
         V = project_heads(self.self_attention.W_v, H, num_heads)  # (batch, h, new, head_dim)
         if state.keys[i] is not None:  # the cache: earlier positions' keys and values
             K = torch.cat((state.keys[i], K), dim=2)  # (batch, h, num_decoded_steps, head_dim)
             V = torch.cat((state.values[i], V), dim=2)
         state.keys[i], state.values[i] = K, V
-        # New query t sits at position num_cached + t and may see keys 0..num_cached + t.
-        mask = causal_mask(
-            H.shape[1], K.shape[2], device=X.device, alignment="bottom-right"
-        )  # (num_new_steps, num_decoded_steps)
-        X = self.addnorm1(X, attend_projected(self.self_attention, H, K, V, attn_mask=mask))
-        # 2. Encoder-decoder attention: queries from the target, keys and values from the source,
-        # projected once per sentence.
-        if state.cross_keys[i] is None:
-            state.cross_keys[i] = project_heads(
-                self.cross_attention.W_k, state.enc_outputs, num_heads
-            )
-            state.cross_values[i] = project_heads(
-                self.cross_attention.W_v, state.enc_outputs, num_heads
-            )
-        H = self.addnorm2.sublayer_input(X)
-        Y = attend_projected(
-            self.cross_attention,
-            H,
-            state.cross_keys[i],
-            state.cross_values[i],
-            state.enc_valid_lens,
-        )
-        X = self.addnorm2(X, Y)
-        # 3. Position-wise feed-forward network.
-        H = self.addnorm3.sublayer_input(X)
-        return self.addnorm3(X, self.ffn(H)), state
+        # New query t is position num_cached + t: it may see keys 0 .. num_cached + t.
+        mask = causal_mask(H.shape[1], K.shape[2], device=H.device, alignment="bottom-right")
+        return attend_projected(self.self_attention, H, K, V, attn_mask=mask)
 
+    # --8<-- [end:masked_self_attention]
 
-# --8<-- [end:TransformerDecoderBlock]
+    # --8<-- [start:encoder_decoder_attention]
+    def encoder_decoder_attention(self, H: Tensor, state: DecoderState) -> Tensor:
+        """Attention of the new positions over the encoder's outputs, projected once.
+
+        Args:
+            H: What the sublayer reads at the new positions (`AddNorm.sublayer_input`).
+            state: The decoder state; its ``cross_keys[block_index]`` and
+                ``cross_values[block_index]`` are filled at the first call.
+
+        Returns:
+            The attention output at the new positions; source padding gets no weight.
+
+        Shapes:
+            - H: ``(batch, num_new_steps, num_hiddens)``
+            - returns: ``(batch, num_new_steps, num_hiddens)``
+        """
+        i, attention, source = self.block_index, self.cross_attention, state.enc_outputs
+        if state.cross_keys[i] is None:  # the first call projects the source, once
+            state.cross_keys[i] = project_heads(attention.W_k, source, attention.num_heads)
+            state.cross_values[i] = project_heads(attention.W_v, source, attention.num_heads)
+        K, V = state.cross_keys[i], state.cross_values[i]  # (batch, h, source, head_dim)
+        return attend_projected(attention, H, K, V, state.enc_valid_lens)
+
+    # --8<-- [end:encoder_decoder_attention]
 
 
 # --8<-- [start:TransformerDecoder]
@@ -435,16 +463,19 @@ class TransformerDecoder(nn.Module):
             return logits[:, first_new:], state
         return self._decode(X, state), state
 
+    # --8<-- [start:TransformerDecoder-decode]
     def _decode(self, X: Tensor, state: DecoderState) -> Tensor:
         """Logits of the tokens ``X``, which follow the positions cached in ``state``."""
-        offset = state.num_decoded_steps
-        X = self.embedding(X) * math.sqrt(self.num_hiddens)
-        X = self.pos_encoding(X, offset=offset)
+        offset = state.num_decoded_steps  # positions already in the cache
+        X = self.embedding(X) * math.sqrt(self.num_hiddens)  # (batch, new, num_hiddens)
+        X = self.pos_encoding(X, offset=offset)  # positions offset, offset + 1, ...
         for i, blk in enumerate(self.blks):
             X, state = blk(X, state)
             self.self_attention_weights[i] = blk.self_attention.attention_weights
             self.cross_attention_weights[i] = blk.cross_attention.attention_weights
-        return self.dense(self.final_norm(X))
+        return self.dense(self.final_norm(X))  # (batch, new, vocab_size)
+
+    # --8<-- [end:TransformerDecoder-decode]
 
     def reorder_state(self, state: DecoderState, indices: Tensor) -> DecoderState:
         """Keep (and repeat) the batch rows ``indices`` of a state, as beam search needs.

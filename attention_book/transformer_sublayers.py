@@ -23,6 +23,20 @@ __all__ = ["AddNorm", "PositionWiseFFN", "token_embedding"]
 _ACTIVATIONS = {"relu": nn.ReLU, "gelu": nn.GELU}
 
 
+def _check_activation(activation: str) -> None:
+    """Raise ``ValueError`` unless ``activation`` names one of `_ACTIVATIONS`."""
+    if activation not in _ACTIVATIONS:
+        raise ValueError(f"activation must be one of {sorted(_ACTIVATIONS)}, got {activation!r}")
+
+
+def _check_same_shape(X: Tensor, Y: Tensor) -> None:
+    """Raise ``ValueError`` unless the residual stream ``X`` and the sublayer's ``Y`` match."""
+    if X.shape != Y.shape:
+        raise ValueError(
+            f"X and Y must have the same shape, got X {tuple(X.shape)} and Y {tuple(Y.shape)}"
+        )
+
+
 # --8<-- [start:token_embedding]
 def token_embedding(vocab_size: int, num_hiddens: int) -> nn.Embedding:
     """An embedding table whose rows, once multiplied by ``sqrt(num_hiddens)``, have unit scale.
@@ -78,14 +92,11 @@ class PositionWiseFFN(nn.Module):
         dropout: float = 0.0,
     ) -> None:
         super().__init__()
-        if activation not in _ACTIVATIONS:
-            raise ValueError(
-                f"activation must be one of {sorted(_ACTIVATIONS)}, got {activation!r}"
-            )
-        self.dense1 = nn.Linear(ffn_num_input, ffn_num_hiddens)
+        _check_activation(activation)  # "relu" or "gelu"
+        self.dense1 = nn.Linear(ffn_num_input, ffn_num_hiddens)  # W_1, b_1
         self.activation = _ACTIVATIONS[activation]()
         self.dropout = nn.Dropout(dropout)
-        self.dense2 = nn.Linear(ffn_num_hiddens, ffn_num_outputs)
+        self.dense2 = nn.Linear(ffn_num_hiddens, ffn_num_outputs)  # W_2, b_2
 
     def forward(self, X: Tensor) -> Tensor:
         """Transform every position independently.
@@ -96,7 +107,7 @@ class PositionWiseFFN(nn.Module):
         Returns:
             The transformed vectors.
         """
-        return self.dense2(self.dropout(self.activation(self.dense1(X))))
+        return self.dense2(self.dropout(self.activation(self.dense1(X))))  # (..., outputs)
 
 
 # --8<-- [end:PositionWiseFFN]
@@ -165,13 +176,10 @@ class AddNorm(nn.Module):
         Raises:
             ValueError: If ``X`` and ``Y`` have different shapes.
         """
-        if X.shape != Y.shape:
-            raise ValueError(
-                f"X and Y must have the same shape, got X {tuple(X.shape)} and Y {tuple(Y.shape)}"
-            )
+        _check_same_shape(X, Y)  # both (batch, num_steps, num_hiddens)
         if self.norm_first:
-            return X + self.dropout(Y)
-        return self.ln(X + self.dropout(Y))
+            return X + self.dropout(Y)  # pre-norm: the stream is not normalized
+        return self.ln(X + self.dropout(Y))  # post-norm: normalize the sum
 
 
 # --8<-- [end:AddNorm]

@@ -42,6 +42,7 @@ from attention_book.store import is_cached
 
 CHAPTERS = ROOT / "docs" / "chapters"
 CORE, DECODING, LENGTH = "transformer.md", "transformer-decoding.md", "transformer-length.md"
+TRAINING = "transformer-training.md"
 
 #: "Far below": in every length bucket, the model without attention is at least this many BLEU
 #: points below each attention model.
@@ -90,7 +91,9 @@ def test_the_samples_sentence_counts_what_the_table_shows():
     from attention_book.figures.transformer import NUM_SAMPLES
 
     words = {1: "The longest test sentence", 2: "The two longest test sentences"}
-    assert words[NUM_SAMPLES] in chapter_text(CORE)
+    text = chapter_text(LENGTH)  # the deep dive on length shows the table
+    assert words[NUM_SAMPLES] in text
+    assert "{{ build:transformer_samples_table }}" in text
 
 
 def test_the_sizes_the_core_page_types_are_the_configurations():
@@ -175,8 +178,13 @@ def test_the_smoothing_verdict_calls_a_difference_noise_when_the_recorded_spread
 
 def test_the_core_page_words_its_findings_from_the_build():
     text = chapter_text(CORE)
-    for key in ("bleu_side", "other_side", "ceiling", "smoothing_side", "smoothing_recorded"):
+    for key in ("bleu_side", "other_side", "ceiling"):
         assert f"{{{{ build:transformer_facts.{key} }}}}" in text, key
+    # The comparison of the two label smoothings, with its table, is in the training deep dive.
+    training = chapter_text(TRAINING)
+    for key in ("smoothing_side", "smoothing_recorded"):
+        assert f"{{{{ build:transformer_facts.{key} }}}}" in training, key
+    assert "{{ build:transformer_label_smoothing_table }}" in training
     assert (
         "The two were not tuned alike." in text and "Each model was trained from one seed." in text
     )
