@@ -23,6 +23,11 @@ worth finding. About 7% of the chapters' text was in tables.
 The exercises' solutions (the collapsed ``??? success`` admonitions, about 6% of the chapters'
 text) are left out as well: a search finds the exercise, and its solution sits under it.
 
+With the deep dives of the listings' issue the index reached 153 kB. What the build writes on
+every page (`BOILERPLATE`: a listing's file name and API links, the notebook button, the tested
+versions, a deep dive's note, first-run notes, the line under a printed output) and the
+figures' captions, whose words the prose repeats, are left out too: about 5 kB compressed.
+
 After the build, `check_search_index` fails the build when the index weighs more than
 `MAX_INDEX_BYTES` compressed, or when a paragraph of a chapter is not in it (each paragraph's
 first words, as the plugin collected them from the page the search plugin read).
@@ -45,6 +50,17 @@ MAX_INDEX_BYTES = 150_000
 #: The opening tag of what the index leaves out: code blocks and tables everywhere, and the
 #: exercises' solutions (Material's ``success`` admonition, collapsed).
 CODE = re.compile(r"<(?:pre|table)(?=[\s>])|<details class=\"success\"")
+#: What the build writes on every page, and the captions: the opening tag of each. A listing's
+#: file name and its line of API links, a chapter's notebook button and tested versions, a
+#: deep dive's note of what it assumes, a note that a block trains at its first run, the line
+#: under a block's printed output, and a figure's or table's caption (an italic paragraph that
+#: opens with the figure's name: what it shows is in the prose around it).
+BOILERPLATE = re.compile(
+    r'<span class="filename"|<p class="listing-api"|<div class="admonition abstract"'
+    r"|<p(?=><a [^>]*class=\"md-button\"[^>]*download)|<p(?=><em>Tested with )"
+    r"|<blockquote(?=>\s*<p><strong>The first run trains\.)"
+    r"|<p(?=><em>What this block printed )|<p(?=><em><code>\w+</code>)"
+)
 #: In an API page's docstrings, every block but the summary.
 DOC_BLOCK = re.compile(r"<(?:p|ul|ol|dl|table|details)(?=[\s>])")
 #: A page's list of references: the list right under its ``## References`` heading.
@@ -69,6 +85,7 @@ def exclude_code(page_html: str, src_uri: str) -> str:
         plugin removes the attribute from the page once it has read it).
     """
     marked = CODE.sub(lambda match: match[0] + EXCLUDE, page_html)
+    marked = BOILERPLATE.sub(lambda match: match[0] + EXCLUDE, marked)
     marked = REFERENCES.sub(lambda match: match[0] + EXCLUDE, marked)
     if not src_uri.startswith("api/"):
         return marked
@@ -83,32 +100,41 @@ def exclude_code(page_html: str, src_uri: str) -> str:
 
 
 class _Paragraphs(HTMLParser):
-    """The text of each ``<p>`` of a page, tags removed, but those of a solution (not indexed)."""
+    """The text of each ``<p>`` of a page, tags removed, but those the index leaves out.
+
+    It reads a page as `exclude_code` marks it: a paragraph inside a marked container (a
+    solution, a deep dive's note, a first-run note) or marked itself is not sampled.
+    """
+
+    CONTAINERS = ("details", "div", "blockquote")
 
     def __init__(self):
         super().__init__(convert_charrefs=True)
         self.depth = 0
-        self.details: list[bool] = []  # for each open <details>: is it a solution?
+        self.skipping = False  # inside a marked paragraph
+        self.containers: list[bool] = []  # for each open container: is it left out?
         self.paragraphs: list[str] = []
 
     def handle_starttag(self, tag, attrs):
-        if tag == "details":
-            self.details.append("success" in (dict(attrs).get("class") or "").split())
-        if any(self.details):
+        excluded = "data-search-exclude" in dict(attrs)
+        if tag in self.CONTAINERS:
+            self.containers.append(excluded)
+        if any(self.containers) or tag != "p":
             return
-        if tag == "p":
-            self.depth += 1
-            if self.depth == 1:
+        self.depth += 1
+        if self.depth == 1:
+            self.skipping = excluded
+            if not excluded:
                 self.paragraphs.append("")
 
     def handle_endtag(self, tag):
-        if tag == "details" and self.details:
-            self.details.pop()
-        if tag == "p" and self.depth:
+        if tag in self.CONTAINERS and self.containers:
+            self.containers.pop()
+        elif tag == "p" and self.depth and not any(self.containers):
             self.depth -= 1
 
     def handle_data(self, data):
-        if self.depth:
+        if self.depth and not self.skipping:
             self.paragraphs[-1] += data
 
 
@@ -127,7 +153,7 @@ def paragraph_samples(page_html: str) -> list[str]:
         One sample per paragraph of more than a few words.
     """
     parser = _Paragraphs()
-    parser.feed(page_html)
+    parser.feed(exclude_code(page_html, "chapters/"))
     samples = [" ".join(text.split())[:SAMPLE] for text in parser.paragraphs]
     return [sample for sample in samples if len(sample.split()) >= 4]
 

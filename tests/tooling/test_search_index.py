@@ -135,3 +135,33 @@ def test_solutions_are_left_out_of_the_index_and_of_the_paragraphs_it_must_hold(
     samples = paragraph_samples(page)
     assert not any("solution is long" in sample for sample in samples)
     assert any("An aside" in sample for sample in samples)
+
+
+def test_what_the_build_writes_on_every_page_and_captions_are_left_out():
+    """Issue 42's deep dives took the index to 153 kB of its 150: the boilerplate goes first."""
+    kept = "<p>A paragraph of prose that the index keeps, long enough to be sampled.</p>"
+    left_out = [
+        '<div class="language-python highlight"><span class="filename">attention_book/x.py'
+        "</span><pre><code>x = 1</code></pre></div>",
+        '<p class="listing-api">API reference: <a href="#">masked_softmax</a> and others</p>',
+        '<div class="admonition abstract"><p class="admonition-title">A deep dive of X</p>'
+        "<p>It assumes the core of the chapter and reads on its own here.</p></div>",
+        '<p><a class="md-button" download="x.ipynb" href="x.ipynb">Download this chapter as a '
+        "notebook</a></p>",
+        "<p><em>Tested with Python 3.11, PyTorch 2.13.0 and NumPy 2.4.6 (pinned).</em></p>",
+        "<blockquote>\n<p><strong>The first run trains.</strong> In a fresh session it trains a "
+        "model first.</p></blockquote>",
+        "<p><em>What this block printed when the page was built.</em></p>",
+        "<p><em><code>flash_memory_growth</code>: peak memory of both versions against n.</em></p>",
+    ]
+    page = kept + "".join(left_out)
+    marked = exclude_code(page, "chapters/x.md")
+    assert marked.count(' data-search-exclude="code"') == len(left_out) + 1  # and the <pre>
+    assert kept in marked
+    assert paragraph_samples(page) == [
+        "A paragraph of prose that the index keeps, long enough to be"
+    ]
+    # An italic paragraph of prose, and a paragraph that opens with code, stay.
+    prose = "<p><em>Why</em> the scale matters is the subject of the next section here.</p>"
+    code = "<p><code>masked_softmax</code> takes the scores and a mask of the same shape.</p>"
+    assert exclude_code(prose + code, "chapters/x.md") == prose + code
