@@ -32,7 +32,8 @@ in build order:
    (`booktools.build.katex`: after the search plugin indexed the page, so the index keeps the TeX; a
    formula KaTeX cannot render fails the build, naming the page and the formula), and strips
    the CDN script tags that nbconvert adds to notebook pages.
-6. ``on_post_build``: logs every chapter page's length, checks the search index's weight and
+6. ``on_post_build``: logs every chapter page's length, holds the core route to its reading
+   time (`booktools.build.reading`), checks the search index's weight and
    content (`booktools.build.search_index`), then runs the referee (`booktools.build.referee`): the
    headline numbers of every trained result in the store against those recorded for it.
 """
@@ -58,7 +59,12 @@ from booktools.build.listings import expand_listings
 from booktools.build.notebooks import CHAPTERS, add_notebooks, notebook_uri
 from booktools.build.notes import first_run_notes
 from booktools.build.printed import insert_printed, print_blocks
-from booktools.build.reading import deep_dive_note, length_report, measure_page
+from booktools.build.reading import (
+    check_core_route,
+    deep_dive_note,
+    length_report,
+    measure_page,
+)
 from booktools.build.referee import referee
 from booktools.build.search_index import (
     check_search_index,
@@ -250,9 +256,15 @@ class BookPlugin(BasePlugin):
         Args:
             config: The mkdocs configuration.
         """
-        lengths = build_state(config).page_lengths
+        state = build_state(config)
+        lengths = state.page_lengths
         if lengths:
             log.info("chapter pages, characters of text:\n%s", length_report(lengths))
+        if lengths and state.book is not None:
+            routes = {entry.page: state.book.meta.get(entry.page, {}).get("route", "")
+                      for entry in state.book.core_chapters()}  # fmt: skip
+            if all(page in lengths for page in routes):  # a build of every chapter
+                log.info(check_core_route(lengths, routes))
         samples = build_state(config).search_samples
         log.info(check_search_index(Path(config.site_dir), samples))
         referee()
