@@ -53,6 +53,15 @@ def _check_inputs(layer: nn.Module, queries: Tensor, keys: Tensor, values: Tenso
     check_attention_inputs(queries, keys, values, sizes)
 
 
+def _check_groups(num_heads: int, num_kv_heads: int) -> None:
+    """Raise ``ValueError`` unless ``num_kv_heads`` divides ``num_heads`` (grouped-query heads)."""
+    if num_kv_heads <= 0 or num_heads % num_kv_heads != 0:
+        raise ValueError(
+            f"num_kv_heads={num_kv_heads} must divide num_heads={num_heads} "
+            "(each key/value head serves a group of query heads)"
+        )
+
+
 def _head_axis(attn_mask: Tensor | None) -> Tensor | None:
     """Give a 3-D mask ``(batch, num_queries, num_keys)`` a head axis, so all heads share it."""
     if attn_mask is not None and attn_mask.dim() == 3:
@@ -283,25 +292,18 @@ class GroupedQueryAttention(nn.Module):
         need_weights: bool = True,
     ):
         super().__init__()
-        if num_heads <= 0 or num_hiddens <= 0 or num_hiddens % num_heads != 0:
-            raise ValueError(
-                f"num_hiddens={num_hiddens} must be divisible by num_heads={num_heads}, "
-                "both positive"
-            )
-        if num_kv_heads <= 0 or num_heads % num_kv_heads != 0:
-            raise ValueError(
-                f"num_kv_heads={num_kv_heads} must divide num_heads={num_heads} "
-                "(each key/value head serves a group of query heads)"
-            )
+        self.head_dim = _head_dim(num_hiddens, num_heads)
+        _check_groups(num_heads, num_kv_heads)
         self.num_heads, self.num_kv_heads = num_heads, num_kv_heads
-        self.head_dim = num_hiddens // num_heads
-        kv_hiddens = num_kv_heads * self.head_dim
+        kv_hiddens = num_kv_heads * self.head_dim  # narrower than num_hiddens
         self.W_q = nn.Linear(query_size or num_hiddens, num_hiddens, bias=bias)
         self.W_k = nn.Linear(key_size or num_hiddens, kv_hiddens, bias=bias)
         self.W_v = nn.Linear(value_size or num_hiddens, kv_hiddens, bias=bias)
         self.W_o = nn.Linear(num_hiddens, num_hiddens, bias=bias)
         self.attention = DotProductAttention(dropout, need_weights=need_weights)
 
+    # --8<-- [end:GroupedQueryAttention]
+    # --8<-- [start:GroupedQueryAttention-project]
     @property
     def attention_weights(self) -> Tensor | None:
         """Last per-head attention weights, ``(batch, num_heads, num_queries, num_keys)``."""
@@ -333,6 +335,8 @@ class GroupedQueryAttention(nn.Module):
         values = split_heads(self.W_v(values), self.num_kv_heads)  # (batch, h_kv, n_k, head_dim)
         return queries, keys, values
 
+    # --8<-- [end:GroupedQueryAttention-project]
+    # --8<-- [start:GroupedQueryAttention-attend]
     def attend(
         self,
         queries: Tensor,
@@ -366,12 +370,14 @@ class GroupedQueryAttention(nn.Module):
         if group > 1:  # query head i uses key/value head i // group: repeat each one `group` times
             keys = keys.repeat_interleave(group, dim=1)  # (batch, num_heads, num_keys, head_dim)
             values = values.repeat_interleave(group, dim=1)  # (batch, num_heads, num_keys, d)
-        if attn_mask is not None and attn_mask.dim() == 3:
-            attn_mask = attn_mask.unsqueeze(1)  # (batch, 1, num_queries, num_keys)
+        attn_mask = _head_axis(attn_mask)  # a 3-D mask gets a head axis, shared by all heads
         output = self.attention(
             queries, keys, values, valid_lens, attn_mask, is_causal, need_weights
         )  # (batch, num_heads, num_queries, head_dim)
         return self.W_o(merge_heads(output))  # (batch, num_queries, num_hiddens)
+
+    # --8<-- [end:GroupedQueryAttention-attend]
+    # --8<-- [start:GroupedQueryAttention-forward]
 
     def forward(
         self,
@@ -403,8 +409,7 @@ class GroupedQueryAttention(nn.Module):
         queries, keys, values = self.project(queries, keys, values)
         return self.attend(queries, keys, values, valid_lens, attn_mask, is_causal, need_weights)
 
-
-# --8<-- [end:GroupedQueryAttention]
+    # --8<-- [end:GroupedQueryAttention-forward]
 
 
 # --8<-- [start:NeighborReader]
