@@ -409,6 +409,8 @@ def check(pages: list[Path], every_page: bool) -> list[str]:
         found += [f"{_name(page)}:{problem}" for problem in word_problems(text)]
         found += [f"{_name(page)}:{problem}" for problem in interpreter_problems(text)]
         found += [f"{_name(page)}:{problem}" for problem in positional_problems(text)]
+        found += [f"{_name(page)}:{problem}" for problem in printed_problems(text)]
+        found += [f"{_name(page)}:{problem}" for problem in listing_problems(text, _name(page))]
     found += lint_problems(pages)
     if every_page:
         found += [f"{section}: no page includes this section" for section in

@@ -162,3 +162,29 @@ def test_a_page_may_show_d2ls_positional_call_when_it_says_so():
     call = "vit = ViT(96, 16, 512, 2048, 8, 2, 0.1, 0.1)"
     assert len(positional_problems(f"```python\n{call}\n```\n")) == 1
     assert positional_problems(f"```python\n{call}  {D2L_CALL}\n```\n") == []
+
+
+def test_the_listing_rule_holds_a_core_pages_unfolded_listings_to_the_budget():
+    """Issue 42: the scoring page showed DotProductAttention in 78 lines."""
+    from booktools.checks.docs import LISTING_BUDGET, listing_problems, unfolded_listings
+
+    assert LISTING_BUDGET == 30
+    fence = '```python title="attention_book/flash/reference.py"\n{}\n```\n'
+    long = fence.format('--8<-- "attention_book/flash/reference.py:tiled_backward"')
+    short = fence.format('--8<-- "attention_book/flash/reference.py:tiled_query_block"')
+    page = "docs/chapters/x.md"
+    ((line, count, path),) = unfolded_listings(long, page)
+    assert (line, path) == (1, "attention_book/flash/reference.py") and count > LISTING_BUDGET
+    assert listing_problems(long, page) == [
+        f"line 1: a listing of {count} lines of attention_book/flash/reference.py (a core page "
+        "shows at most 30 unfolded): show the idea, and fold the rest or move it to a helper"
+    ]
+    assert listing_problems(short, page) == []
+    folded = '??? info "The backward pass"\n\n' + "".join(
+        f"    {line}\n" for line in long.splitlines()
+    )
+    assert unfolded_listings(folded, page) == [] and listing_problems(folded, page) == []
+    opened = folded.replace("??? info", "???+ info")  # an admonition shown open is not folded
+    assert len(listing_problems(opened, page)) == 1
+    deep_dive = "---\ndeep_dive: x.md\nassumes: the core\n---\n\n" + long
+    assert listing_problems(deep_dive, page) == []
