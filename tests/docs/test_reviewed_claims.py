@@ -719,6 +719,7 @@ def test_the_attention_chapters_write_scores_in_the_row_convention_of_the_notati
         "self-attention.md",
         "self-attention-cost.md",
         "self-attention-sinusoids.md",
+        "optimizations-positions.md",
     ]
     for name in pages:
         found = column.findall(page(name))
