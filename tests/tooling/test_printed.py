@@ -60,7 +60,8 @@ def test_the_output_goes_under_its_block_indented_like_the_mark():
     page = insert_printed(PAGE, "docs/chapters/a.md", outputs)
     assert "<!--book:printed-->" not in page
     assert "print(x * 21)\n```\n\n```text\nout 0\n```\n\n" + CAPTION in page
-    assert '    print("inside")\n    ```\n\n    ```text\n    out 1\n    ```\n\n    ' + CAPTION in page
+    inside = '    print("inside")\n    ```\n\n    ```text\n    out 1\n    ```\n\n    '
+    assert inside + CAPTION in page
     with pytest.raises(PluginError, match=r"docs/chapters/a.md: no output was printed"):
         insert_printed(PAGE, "docs/chapters/a.md", {})
 
