@@ -244,17 +244,23 @@ class RingComm:
 
         Returns:
             A function that waits for both transfers (at most `timeout` seconds each) and
-            returns the received tensors, shaped like `tensors`.
+            returns the received tensors, shaped like `tensors`, on their device.
         """
         after, before = (self.rank + 1) % self.world_size, (self.rank - 1) % self.world_size
-        received = [torch.empty_like(t) for t in tensors]
-        works = [dist.isend(t.contiguous(), after, tag=i) for i, t in enumerate(tensors)]
-        works += [dist.irecv(t, before, tag=i) for i, t in enumerate(received)]
+        sent = [t.contiguous() for t in tensors]  # kept alive until the transfers end
+        received = [torch.empty_like(t) for t in sent]  # on the tensors' device
+        # One batch: NCCL starts the sends and receives together (one after the other, every
+        # rank would send first and wait), on its own stream; gloo runs them as it would alone.
+        works = dist.batch_isend_irecv(
+            [dist.P2POp(dist.isend, t, after, tag=i) for i, t in enumerate(sent)]
+            + [dist.P2POp(dist.irecv, t, before, tag=i) for i, t in enumerate(received)]
+        )
         self.bytes_sent += sum(t.nbytes for t in tensors)
 
         def wait() -> list[Tensor]:
             for work in works:
                 work.wait(timeout=datetime.timedelta(seconds=self.timeout))
+            del sent[:]  # the sends are done: drop this rank's copies
             return received
 
         return wait

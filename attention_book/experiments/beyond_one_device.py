@@ -108,12 +108,15 @@ def _inputs(shape: tuple[int, ...], dtype: torch.dtype, seed: int = 0) -> list[t
 # --8<-- [start:worker]
 def beyond_ring_worker(
     q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, grad_out: torch.Tensor, layout: str,
-    causal: bool, measure_memory: bool = False, warm_up: bool = False,
+    causal: bool, measure_memory: bool = False, warm_up: bool = False, *,
+    comm: RingComm | None = None,
 ) -> dict:  # fmt: skip
     """What each process does: its share of a forward and a backward pass of ring attention.
 
     Every process gets the whole sequence, keeps its part (`split_sequence`), runs
-    `ring_attention` and its backward pass, and reports what it computed and sent.
+    `ring_attention` and its backward pass, and reports what it computed and sent. The
+    page's `run_workers` runs it, and so does `examples/ring_attention.py` under `torchrun`:
+    it works on the tensors' device (CPU with gloo, CUDA with NCCL).
 
     Args:
         q: Queries of the whole sequence.
@@ -124,6 +127,7 @@ def beyond_ring_worker(
         causal: Causal attention.
         measure_memory: Also count the tensor memory of each pass (`measure_tensor_memory`).
         warm_up: Run one forward pass first, untimed (the first one pays for allocations).
+        comm: The ring (a new `RingComm` if None): its timeout bounds every transfer.
 
     Returns:
         "out", "grad_q", "grad_k", "grad_v" (this rank's parts), "bytes_forward" and
@@ -139,7 +143,7 @@ def beyond_ring_worker(
     q, k, v = (t.clone().requires_grad_() for t in parts[:3])
     if warm_up:
         ring_attention(q.detach(), k.detach(), v.detach(), layout=layout, causal=causal)
-    comm = RingComm()
+    comm = RingComm() if comm is None else comm
     run = measure_tensor_memory if measure_memory else lambda f, *a, **kw: (f(*a, **kw), 0, 0)
     out, peak_forward, _ = run(ring_attention, q, k, v, layout=layout, causal=causal, comm=comm)
     bytes_forward = comm.bytes_sent

@@ -14,7 +14,7 @@ A module may import modules of its own layer or below, never above; and no modul
 directly or through others, a module that imports it (no cycle), lazy imports inside functions
 included. Inside the package, ``from attention_book.x import name`` names the module that
 defines ``name``, not one that only re-exports it; outside it (the tests, the benchmarks, the
-docs' scripts and the pages' ``python`` blocks) it names that module or a package's
+examples, the docs' scripts and the pages' ``python`` blocks) it names that module or a package's
 ``__init__``, which gathers its submodules' names for readers. The checks read the source
 (nothing is imported), and the last tests show each of them failing on a broken copy.
 """
@@ -154,10 +154,10 @@ def re_export_imports(root: Path) -> list[str]:
 def outside_sources(root: Path) -> Iterator[tuple[str, str]]:
     """(where, Python source) of the code outside the package that imports from it.
 
-    The tests, the benchmarks and the docs' scripts, file by file, and each ``python`` block
-    of the pages under ``docs/`` and of ``README.md``, named ``page.md~line``.
+    The tests, the benchmarks, the examples and the docs' scripts, file by file, and each
+    ``python`` block of the pages under ``docs/`` and of ``README.md``, named ``page.md~line``.
     """
-    for folder in ("tests", "benchmarks", "docs"):
+    for folder in ("tests", "benchmarks", "examples", "docs"):
         for path in sorted((root / folder).rglob("*.py")):
             yield path.relative_to(root).as_posix(), path.read_text(encoding="utf-8")
     pages = [*sorted((root / "docs").rglob("*.md")), root / "README.md"]

@@ -21,6 +21,7 @@ PACKAGE = ROOT / "attention_book"
 PACKAGE_FILES = sorted(PACKAGE.rglob("*.py"))
 OUR_CODE = PACKAGE_FILES + sorted((ROOT / "tests").rglob("*.py"))
 OUR_CODE += sorted((ROOT / "benchmarks").glob("*.py"))
+OUR_CODE += sorted((ROOT / "examples").glob("*.py"))
 OUR_CODE += sorted((ROOT / "booktools").rglob("*.py"))
 
 
