@@ -5,12 +5,14 @@ otherwise)::
 
     torchrun --standalone --nproc-per-node=4 examples/ring_attention.py --layout zigzag --causal
 
-Two machines: the same command on each, HOST:PORT an address of the first machine that the
-second can reach (the c10d rendezvous numbers the nodes; ``--node-rank`` is only read by the
-static one, with ``--master-addr`` and ``--master-port``)::
+Two machines with 8 GPUs each, HOST an address of the first that the second can reach: on the
+first, then on the second with ``--node-rank=1``::
 
-    torchrun --nnodes=2 --nproc-per-node=8 --rdzv-backend=c10d --rdzv-id=ring \
-        --rdzv-endpoint=HOST:PORT examples/ring_attention.py --layout zigzag --causal
+    torchrun --nnodes=2 --node-rank=0 --nproc-per-node=8 --master-addr=HOST --master-port=29500 \
+        examples/ring_attention.py --layout zigzag --causal
+
+(or, on both, ``--rdzv-backend=c10d --rdzv-id=ring --rdzv-endpoint=HOST:29500`` in place of the
+node rank and master: the c10d rendezvous numbers the nodes itself).
 
 Every rank builds the same whole sequence from a random seed and runs its share of ring
 attention forward and backward with `beyond_ring_worker`, the function each process runs in

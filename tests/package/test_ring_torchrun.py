@@ -55,23 +55,25 @@ def test_torchrun_standalone_matches_sdpa(world_size, script_args):
     assert "(gloo, cpu, float64)" in done.stdout
 
 
-def test_two_torchrun_nodes_on_one_machine():
-    endpoint = f"127.0.0.1:{free_port()}"
-    command = [
-        *TORCHRUN, "--nnodes=2", "--nproc-per-node=2", "--rdzv-backend=c10d",
-        f"--rdzv-endpoint={endpoint}", "--rdzv-id=ring-test", str(SCRIPT),
-        "--layout", "zigzag", "--causal",
-    ]  # fmt: skip
+@pytest.mark.parametrize("rendezvous", ["c10d", "static"])
+def test_two_torchrun_nodes_on_one_machine(rendezvous):
+    """Two launches, as on two machines: a c10d rendezvous, or node ranks and a master."""
+    port = free_port()
+    if rendezvous == "c10d":  # the rendezvous numbers the nodes
+        joins = [["--rdzv-backend=c10d", f"--rdzv-endpoint=127.0.0.1:{port}", "--rdzv-id=ring"]] * 2
+    else:  # the page's two lines: each node says its rank
+        master = ["--master-addr=127.0.0.1", f"--master-port={port}"]
+        joins = [[f"--node-rank={rank}", *master] for rank in (0, 1)]
     nodes = [
         subprocess.Popen(
-            command,
+            [*TORCHRUN, "--nnodes=2", "--nproc-per-node=2", *join, str(SCRIPT), "--causal"],
             cwd=ROOT,
             env=environment(),
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             text=True,
-        )  # one torchrun per "machine"; the c10d rendezvous numbers the nodes
-        for _ in range(2)
+        )
+        for join in joins
     ]
     outputs = []
     try:
