@@ -22,8 +22,8 @@ prints one line per quantity; the exit status is 1 when one of them differs by m
 tolerance of its dtype (`TOLERANCES`), and torchrun's own when a rank fails.
 
 With NCCL, each process needs a GPU of its own. The ring's `isend` and `irecv` (one
-`batch_isend_irecv`) run on NCCL's own CUDA stream, so a block travels while the current
-stream computes the attention of the previous one; on gloo a transfer thread does the same.
+`batch_isend_irecv`) run on NCCL's own CUDA stream, so the next block travels while the
+current stream computes with this one; on gloo a transfer thread does the same.
 """
 
 from __future__ import annotations
