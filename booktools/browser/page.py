@@ -16,8 +16,9 @@ pressed, as a reader does). Each way gets its own report. It fails:
   before its button is pressed, downloads more than it may, or computes other tokens than
   PyTorch, or
   logits and attention weights farther from PyTorch's than the reference's tolerance, for any
-  of its held-out cases (`booktools.live.check`; the widget is loaded before axe runs, so axe,
-  the phone width and dark mode see it loaded);
+  of its held-out cases, or, for the FlashAttention widget, when its WebGPU kernels differ from
+  PyTorch's outputs (`booktools.live.check`; the widget is loaded before axe runs, so axe, the
+  phone width and dark mode see it loaded);
 - in light mode: on a chapter page that transfers more than 600 kB on a first load (served
   compressed, as GitHub Pages serves it; every page's weight is printed), or that prints with
   closed folds or its navigation, and when a runnable block of the page's Markdown source (the

@@ -27,6 +27,9 @@ CHROMIUM_ARGS = [
     "--disable-background-networking",
     "--disable-component-update",
     "--disable-sync",
+    # WebGPU on the CPU (SwiftShader), for the FlashAttention widget's kernels (live/flash.js).
+    "--enable-unsafe-webgpu",
+    "--enable-unsafe-swiftshader",
 ]
 
 

@@ -15,6 +15,11 @@ For each widget it:
 4. moves every picker and slider of the widget through its values, as a reader does: an error
    in what they redraw is an uncaught exception, which the browser check reports.
 
+The FlashAttention widget (``flash``) has no box to type in: pressing its button runs both of
+its WebGPU kernels on every case of its ``reference.json`` (`booktools.live.flash`), and
+`check_kernels` fails unless both ran on WebGPU and each is within the tolerance of PyTorch's
+output; then it presses the widget's timing button and reports the times.
+
 The widget runs with reduced motion (its animation shows the last step at once), so what the
 screenshots show does not depend on when they are taken.
 """
@@ -27,7 +32,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from booktools.browser import scripts as js
-from booktools.live.widgets import MAX_WIDGET_GZIP_BYTES
+from booktools.live.widgets import KERNELS, MAX_FLASH_GZIP_BYTES, MAX_WIDGET_GZIP_BYTES
 
 #: How long one case may take in the page (the GPT's run without the cache is the slowest).
 CASE_TIMEOUT_MS = 180_000
@@ -58,6 +63,12 @@ class LiveReport:
 
     def summary(self) -> str:
         """One line for the check's output."""
+        if self.name in KERNELS:  # no logits: each kernel's output against PyTorch's
+            return (
+                f"{self.name} (checked in {self.seconds:.1f} s): downloads "
+                f"{self.bytes / 1000:.0f} KB; {self.cases} cases; largest difference from "
+                f"PyTorch's output {self.weight_difference:.1e}; " + "; ".join(self.timings)
+            )
         return (
             f"{self.name} (checked in {self.seconds:.1f} s): downloads {self.bytes / 1000:.0f} KB; "
             f"{self.cases} cases; largest "
@@ -211,12 +222,17 @@ def check_live_widgets(page, problems: list[str]) -> list[LiveReport]:
             problems.append(f"live {name}: the widget failed to load or run")
             continue
         report.bytes = page.evaluate(js.RESOURCES_SINCE, start)["bytes"]
-        if report.bytes > MAX_WIDGET_GZIP_BYTES:
+        budget = MAX_FLASH_GZIP_BYTES if name in KERNELS else MAX_WIDGET_GZIP_BYTES
+        if report.bytes > budget:
             problems.append(
                 f"live {name}: the widget downloads {report.bytes:,} bytes, over the "
-                f"{MAX_WIDGET_GZIP_BYTES:,} it may"
+                f"{budget:,} it may"
             )
         reference = page.evaluate(js.FETCH_JSON, widget["reference"])
+        if name in KERNELS:
+            check_kernels(page, name, reference, report, problems)
+            report.seconds = time.perf_counter() - started
+            continue
         tolerance = reference["tolerance"]
         for case in reference["cases"]:
             result = run_case(page, name, case)
@@ -232,3 +248,86 @@ def check_live_widgets(page, problems: list[str]) -> list[LiveReport]:
         page.evaluate(js.LIVE_CONTROLS, name)
         report.seconds = time.perf_counter() - started
     return reports
+
+
+#: How long the FlashAttention widget's timing may take in the check (it stops by itself once a
+#: call is slow, after n = 512 on SwiftShader).
+TIMING_TIMEOUT_MS = 300_000
+
+
+def compare_kernels(reference: dict, result: dict | None) -> tuple[list[str], list[dict]]:
+    """Compare both WebGPU kernels' outputs with PyTorch's, case by case.
+
+    Args:
+        reference: ``reference.json`` (`booktools.live.flash`): the cases and the tolerance.
+        result: What the page computed (``window.bookLive.flash.result``), or None.
+
+    Returns:
+        ``(problems, differences)``: what is wrong, and per case its shape and the largest
+        difference of each kernel.
+    """
+    if result is None:
+        return ["live flash: the page computed nothing"], []
+    problems, differences = [], []
+    if result.get("backend") != "webgpu":
+        problems.append(
+            f"live flash: the kernels did not run on WebGPU (backend {result.get('backend')!r})"
+        )
+    tolerance = reference["tolerance"]
+    cases = result.get("cases") or []
+    if len(cases) != len(reference["cases"]):
+        problems.append(f"live flash: {len(cases)} cases computed, not {len(reference['cases'])}")
+    for case, ours in zip(reference["cases"], cases, strict=False):
+        label = f"n={case['length']}, head_dim={case['head_dim']}, causal={case['causal']}"
+        found = {"case": label}
+        for kernel in ("tiled", "naive"):
+            difference = largest_difference(ours.get(kernel), case["out"])
+            found[kernel] = difference
+            if difference > tolerance:
+                problems.append(
+                    f"live flash, {label}: the {kernel} kernel differs from PyTorch's by up to "
+                    f"{difference:.3g}, over the tolerance {tolerance:g}"
+                )
+        differences.append(found)
+    return problems, differences
+
+
+def check_kernels(page, name: str, reference: dict, report: LiveReport, problems: list[str]):
+    """The FlashAttention widget: both kernels against PyTorch, then its timing button pressed.
+
+    Args:
+        page: The Playwright page, with the widget loaded (it ran the reference cases).
+        name: The widget's name.
+        reference: Its ``reference.json``.
+        report: Where the differences and the timings go.
+        problems: Where to report what is wrong.
+    """
+    found, differences = compare_kernels(reference, page.evaluate(js.LIVE_RESULT, name))
+    problems += found
+    report.cases = len(differences)
+    for case in differences:
+        report.weight_difference = max(report.weight_difference, case["tiled"], case["naive"])
+        report.timings.append(
+            f"{case['case']}: tiled {case['tiled']:.1e}, naive {case['naive']:.1e}"
+        )
+    if found:
+        return
+    widget = f'.book-live[data-live="{name}"]'
+    page.locator(f"{widget} .book-live__time").click()
+    page.wait_for_function(
+        "name => ['done', 'error'].includes(document.querySelector("
+        '`.book-live[data-live="${name}"]`).dataset.state)',
+        arg=name,
+        timeout=TIMING_TIMEOUT_MS,
+    )
+    result = page.evaluate(js.LIVE_RESULT, name) or {}
+    if page.evaluate(js.LIVE_STATE, name) == "error" or not result.get("timings"):
+        problems.append(f"live {name}: the timing of the kernels failed")
+        return
+    adapter = result["adapter"]
+    where = "CPU emulation" if "swiftshader" in adapter.lower() else "GPU"
+    report.timings += [
+        f"n={t['n']}: tiled {t['tiled_ms']:.1f} ms, naive {t['naive_ms']:.1f} ms per call "
+        f"({adapter}: {where})"
+        for t in result["timings"]
+    ]

@@ -1,17 +1,18 @@
 """The book's trained models, live in the reader's browser: the build's side of the widgets.
 
-A page puts a widget where it writes ``{{ live:NAME }}`` (``translator`` or ``gpt``, the
-models of `booktools.live.export`), and cites a number about it with ``{{ live:NAME.KEY }}``
-(`VALUES`). At build time `add_live_models` exports each named model, in a fresh interpreter,
-into ``.cache/live/`` under the name of the stored result it comes from (a rebuild with the same
-result exports nothing), and adds its files to the site under ``live/`` without writing into
-``docs/``. `insert_live` then replaces the placeholders: the widget is a short block of HTML
-with a Load button (shown by ``book.js``, hidden without JavaScript, where a ``<noscript>``
-note says why and points at the static figures) and the addresses of the model and of the
-code. Nothing of the model or of its code (``docs/assets/javascripts/live/``) loads before the
-reader presses the button, so the page's first load does not grow. The browser check
-(`booktools.browser.check`) presses it, types the held-out cases of ``reference.json`` into the
-widget and compares what the page computed with PyTorch's numbers.
+A page puts a widget where it writes ``{{ live:NAME }}`` (``translator`` or ``gpt``, the models of
+`booktools.live.export`, or ``flash``, the FlashAttention chapter's WebGPU kernels, whose reference
+`booktools.live.flash` exports), and cites a number about it with ``{{ live:NAME.KEY }}``
+(`VALUES`). At build time `add_live_models` exports each named model, in a fresh interpreter, into
+``.cache/live/`` under the name of the stored result it comes from (a rebuild with the same result
+exports nothing), and adds its files to the site under ``live/`` without writing into ``docs/``.
+`insert_live` then replaces the placeholders: the widget is a short block of HTML with a Load
+button (shown by ``book.js``, hidden without JavaScript, where a ``<noscript>`` note says why and
+points at the static figures) and the addresses of the model and of the code. Nothing of the model
+or of its code (``docs/assets/javascripts/live/``) loads before the reader presses the button, so
+the page's first load does not grow. The browser check (`booktools.browser.check`) presses it,
+types the held-out cases of ``reference.json`` into the widget and compares what the page computed
+with PyTorch's numbers.
 """
 
 from __future__ import annotations
@@ -45,7 +46,15 @@ LIVE = re.compile(r"\{\{ live:(?P<name>[a-z]+)(?:\.(?P<key>\w+))? \}\}")
 CODE = {
     "translator": ("widget.js", "layers.js", "text.js", "transformer.js", "live.css"),
     "gpt": ("widget.js", "layers.js", "gpt.js", "live.css"),
+    "flash": ("flash.js",),
 }
+#: The module book.js imports when the reader presses a widget's button (`widget.js` by default).
+MODULES = {"flash": "flash.js"}
+#: The widgets that run no trained model: kernels checked against PyTorch on fixed inputs
+#: (`booktools.live.flash`), whose only exported file is ``reference.json``.
+KERNELS = ("flash",)
+#: The FlashAttention widget may download at most this much, compressed with gzip.
+MAX_FLASH_GZIP_BYTES = 60_000
 MODEL_FILES = ("model.json", "weights.bin")
 #: Every file of an exported model that goes to the site (the check reads reference.json).
 SITE_FILES = (*MODEL_FILES, "reference.json")
@@ -67,6 +76,12 @@ WIDGETS = {
         "noscript": "JavaScript is off in this browser, so the model cannot run here. The "
         "figure above shows the same model's time per character with and without the cache, "
         "measured when the book was built.",
+    },
+    "flash": {
+        "title": "the WebGPU kernels",
+        "example": "",
+        "noscript": "JavaScript is off in this browser, so the kernels cannot run here. The "
+        "book's browser check runs them on every build, on a CPU, against PyTorch.",
     },
 }
 
@@ -113,14 +128,18 @@ def export(names: list[str], out_dir: Path = CACHE / "live") -> dict[str, Path]:
         PluginError: If the export fails, with its error output.
     """
     start = time.perf_counter()
-    command = [sys.executable, "-m", "booktools.live.export", "--out", str(out_dir), *names]
-    result = subprocess.run(command, cwd=ROOT, capture_output=True, text=True)
-    if result.returncode != 0:
-        raise PluginError(f"exporting the live models failed:\n{result.stderr[-4000:]}")
+    models = [name for name in names if name not in KERNELS]
+    commands = [[sys.executable, "-m", "booktools.live.export", "--out", str(out_dir), *models]]
+    if "flash" in names:  # no model: PyTorch's outputs on fixed inputs
+        commands.append([sys.executable, "-m", "booktools.live.flash", "--out", str(out_dir)])
     folders = {}
-    for line in result.stdout.splitlines():
-        entry = json.loads(line)
-        folders[entry["name"]] = Path(entry["folder"])
+    for command in commands if models else commands[1:]:
+        result = subprocess.run(command, cwd=ROOT, capture_output=True, text=True)
+        if result.returncode != 0:
+            raise PluginError(f"exporting the live models failed:\n{result.stderr[-4000:]}")
+        for line in result.stdout.splitlines():
+            entry = json.loads(line)
+            folders[entry["name"]] = Path(entry["folder"])
     log.info("live models: %s in %.1f s", ", ".join(sorted(folders)), time.perf_counter() - start)
     return folders
 
@@ -144,6 +163,22 @@ def widget_facts(name: str, folder: Path) -> dict:
     about = json.loads((folder / "about.json").read_text(encoding="utf-8"))
     reference = json.loads((folder / "reference.json").read_text(encoding="utf-8"))
     code = sum(gzip_bytes(CODE_DIR / file) for file in CODE[name])
+    if name in KERNELS:
+        download = code + about["reference_gzip_bytes"]
+        if download > MAX_FLASH_GZIP_BYTES:
+            raise PluginError(
+                f"the live {name} downloads {download:,} bytes (gzip), over the "
+                f"{MAX_FLASH_GZIP_BYTES:,} it may"
+            )
+        return {
+            **about,
+            "folder": folder.name,
+            "code_gzip_bytes": code,
+            "download_gzip_bytes": download,
+            "download_bytes": download,
+            "reference_cases": len(reference["cases"]),
+            "example": WIDGETS[name]["example"],
+        }
     download = code + about["model_gzip_bytes"] + about["weights_gzip_bytes"]
     if download > MAX_WIDGET_GZIP_BYTES:
         raise PluginError(
@@ -177,7 +212,7 @@ def add_live_models(files: Files, config, state: BuildState) -> None:
     if not names:
         return
     for name, folder in export(names).items():
-        for file in SITE_FILES:
+        for file in ("reference.json",) if name in KERNELS else SITE_FILES:
             uri = f"live/{folder.name}/{file}"
             files.append(File.generated(config, uri, abs_src_path=str(folder / file)))
         state.live[name] = widget_facts(name, folder)
@@ -221,7 +256,7 @@ def widget_html(name: str, up: str, facts: dict) -> str:
         "class": "book-live",
         "data-live": name,
         "data-model": f"{up}live/{facts['folder']}/",
-        "data-module": f"{up}assets/javascripts/live/widget.js",
+        "data-module": f"{up}assets/javascripts/live/{MODULES.get(name, 'widget.js')}",
         "data-example": facts["example"],
     }
     opening = " ".join(
