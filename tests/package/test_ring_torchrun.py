@@ -134,7 +134,10 @@ def test_torchrun_nccl_on_the_gpus(dtype):
     world_size = min(torch.cuda.device_count(), 4)
     done = launch(
         "--standalone", f"--nproc-per-node={world_size}",
-        script_args=("--layout", "zigzag", "--causal", "--dtype", dtype, "--seq-len", "4096"),
+        script_args=(
+            "--layout", "zigzag", "--causal", "--dtype", dtype, "--seq-len", "1024",
+            "--head-dim", "64",
+        ),  # the size the tolerances were read at (float32 and bfloat16 on the CPU)
     )  # fmt: skip
     assert done.returncode == 0, done.stdout + done.stderr
     assert f"(nccl, cuda, {dtype})" in done.stdout
