@@ -78,7 +78,7 @@ WIDGETS = {
         "measured when the book was built.",
     },
     "flash": {
-        "title": "the WebGPU kernels",
+        "title": "the FlashAttention widget",
         "example": "",
         "noscript": "JavaScript is off in this browser, so the kernels cannot run here. The "
         "book's browser check runs them on every build, on a CPU, against PyTorch.",
@@ -302,6 +302,11 @@ def insert_live(markdown: str, page: str, page_url: str, state: BuildState) -> s
     return LIVE.sub(replace, markdown)
 
 
+def upper_first(text: str) -> str:
+    """`text` with its first letter in upper case, the rest as it is (``GPT`` stays ``GPT``)."""
+    return text[:1].upper() + text[1:]
+
+
 def notebook_text(markdown: str, page_url: str, site_url: str, state: BuildState) -> str:
     """The placeholders of a chapter's notebook: a link to the widget, and the values.
 
@@ -319,7 +324,7 @@ def notebook_text(markdown: str, page_url: str, site_url: str, state: BuildState
         name, key = match["name"], match["key"]
         if key is None:
             return (
-                f"*{WIDGETS[name]['title'].capitalize()} runs in the browser on "
+                f"*{upper_first(WIDGETS[name]['title'])} runs in the browser on "
                 f"[the book's page]({site_url}{page_url}); a notebook cannot show it.*"
             )
         return VALUES[key](state.live[name]) if name in state.live else match[0]

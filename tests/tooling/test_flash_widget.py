@@ -22,6 +22,7 @@ from attention_book.flash.reference import naive_attention, tiled_attention_forw
 from booktools.browser.check import check_site
 from booktools.browser.serve import CHROMIUM_ARGS, find_chromium, launch
 from booktools.build import katex
+from booktools.build.state import BuildState
 from booktools.live import flash
 from booktools.live import widgets as live
 from booktools.live.check import compare_kernels
@@ -108,6 +109,10 @@ def test_the_widget_loads_its_own_module_and_stays_within_its_budget(reference, 
     html = live.widget_html("flash", "../../", live.widget_facts("flash", reference))
     assert 'data-module="../../assets/javascripts/live/flash.js"' in html
     assert "<noscript><p>JavaScript is off" in html
+    assert "Load the FlashAttention widget (" in html
+    sentence = live.notebook_text("{{ live:flash }}", "chapters/x/", "https://example.org/",
+                                  BuildState())  # fmt: skip
+    assert sentence.startswith("*The FlashAttention widget runs in the browser on [the book's")
     facts = live.widget_facts("flash", reference)
     assert facts["download_gzip_bytes"] < live.MAX_FLASH_GZIP_BYTES
     monkeypatch.setattr(live, "MAX_FLASH_GZIP_BYTES", facts["download_gzip_bytes"] - 1)
