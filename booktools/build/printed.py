@@ -50,6 +50,10 @@ PRINTED_VERSION = 1
 #: The most seconds one block may run at build time.
 TIMEOUT = 900
 
+#: The most characters a printed line may have: a longer one scrolls sideways under the block
+#: (the browser check fails on that), so the build names the block at once.
+PRINTED_WIDTH = 100
+
 #: The line under each printed output.
 CAPTION = "*What this block printed when the page was built.*"
 
@@ -196,7 +200,8 @@ def insert_printed(markdown: str, page: str, printed: dict[str, str]) -> str:
         The Markdown with each output under its block, indented like the mark.
 
     Raises:
-        PluginError: If the build ran no block for a mark of this page.
+        PluginError: If the build ran no block for a mark of this page, or a block printed a
+            line wider than `PRINTED_WIDTH`.
     """
     lines = markdown.split("\n")
     try:
@@ -209,6 +214,13 @@ def insert_printed(markdown: str, page: str, printed: dict[str, str]) -> str:
         mark = fence.end  # the page line of the closing fence; the mark is the next one
         indent = PRINTED.match(lines[mark])["indent"]
         output = printed[chain_id(codes)] or "(it printed nothing)"
+        wide = max(output.split("\n"), key=len)
+        if len(wide) > PRINTED_WIDTH:
+            raise PluginError(
+                f"{page}: the block of line {fence.line} printed a line of {len(wide)} "
+                f"characters, over the {PRINTED_WIDTH} a code block shows without scrolling: "
+                f"print less per line ({wide[:60]!r}...)"
+            )
         ticks = "````" if "```" in output else "```"
         block = [f"{ticks}text", *output.split("\n"), ticks, "", CAPTION]
         lines[mark : mark + 1] = ["", *textwrap.indent("\n".join(block), indent).split("\n")]

@@ -93,3 +93,15 @@ def test_the_docs_rule_wants_a_trained_models_output_shown():
     assert printed_problems(block + "<!--book:printed-->\n") == []
     shown = block + "\n<!--pytest-codeblocks:expected-output-->\n```text\nva !\n```\n"
     assert printed_problems(shown) == []
+
+
+def test_a_printed_line_too_wide_for_the_page_fails_the_build_naming_the_block():
+    from booktools.build.printed import PRINTED_WIDTH
+
+    chains = printed_chains(PAGE)
+    wide = {chain_id(c): "x" * (PRINTED_WIDTH + 1) for _, c in chains}
+    lines = "|".join(str(fence.line) for fence, _ in chains)
+    with pytest.raises(PluginError, match=rf"the block of line ({lines}) printed a line of 101"):
+        insert_printed(PAGE, "docs/chapters/a.md", wide)
+    fits = {chain_id(c): "x" * PRINTED_WIDTH for _, c in printed_chains(PAGE)}
+    assert "x" * PRINTED_WIDTH in insert_printed(PAGE, "docs/chapters/a.md", fits)
