@@ -50,16 +50,18 @@ MAX_INDEX_BYTES = 150_000
 #: The opening tag of what the index leaves out: code blocks and tables everywhere, and the
 #: exercises' solutions (Material's ``success`` admonition, collapsed).
 CODE = re.compile(r"<(?:pre|table)(?=[\s>])|<details class=\"success\"")
-#: What the build writes on every page, and the captions: the opening tag of each. A listing's
-#: file name and its line of API links, a chapter's notebook button and tested versions, a
-#: deep dive's note of what it assumes, a note that a block trains at its first run, the line
-#: under a block's printed output, and a figure's or table's caption (an italic paragraph that
-#: opens with the figure's name: what it shows is in the prose around it).
+#: What the build writes on every page, the captions and the math: the opening tag of each. A
+#: listing's file name and its line of API links, a chapter's notebook button and tested
+#: versions, a deep dive's note of what it assumes, a note that a block trains at its first
+#: run, the line under a block's printed output, a figure's or table's caption (an italic
+#: paragraph that opens with the figure's name: what it shows is in the prose around it), and
+#: the TeX of every formula of the text (``\(\mathbf{W}_q\)`` is not what a reader types).
 BOILERPLATE = re.compile(
     r'<span class="filename"|<p class="listing-api"|<div class="admonition abstract"'
     r"|<p(?=><a [^>]*class=\"md-button\"[^>]*download)|<p(?=><em>Tested with )"
     r"|<blockquote(?=>\s*<p><strong>The first run trains\.)"
     r"|<p(?=><em>What this block printed )|<p(?=><em><code>\w+</code>)"
+    r'|<(?:span|div) class="arithmatex"'
 )
 #: In an API page's docstrings, every block but the summary.
 DOC_BLOCK = re.compile(r"<(?:p|ul|ol|dl|table|details)(?=[\s>])")
@@ -113,10 +115,14 @@ class _Paragraphs(HTMLParser):
         self.depth = 0
         self.skipping = False  # inside a marked paragraph
         self.containers: list[bool] = []  # for each open container: is it left out?
+        self.spans: list[bool] = []  # for each open span: is it left out (a formula)?
         self.paragraphs: list[str] = []
 
     def handle_starttag(self, tag, attrs):
         excluded = "data-search-exclude" in dict(attrs)
+        if tag == "span":
+            self.spans.append(excluded)
+            return
         if tag in self.CONTAINERS:
             self.containers.append(excluded)
         if any(self.containers) or tag != "p":
@@ -128,13 +134,15 @@ class _Paragraphs(HTMLParser):
                 self.paragraphs.append("")
 
     def handle_endtag(self, tag):
-        if tag in self.CONTAINERS and self.containers:
+        if tag == "span" and self.spans:
+            self.spans.pop()
+        elif tag in self.CONTAINERS and self.containers:
             self.containers.pop()
         elif tag == "p" and self.depth and not any(self.containers):
             self.depth -= 1
 
     def handle_data(self, data):
-        if self.depth and not self.skipping:
+        if self.depth and not self.skipping and not any(self.spans):
             self.paragraphs[-1] += data
 
 

@@ -165,3 +165,16 @@ def test_what_the_build_writes_on_every_page_and_captions_are_left_out():
     prose = "<p><em>Why</em> the scale matters is the subject of the next section here.</p>"
     code = "<p><code>masked_softmax</code> takes the scores and a mask of the same shape.</p>"
     assert exclude_code(prose + code, "chapters/x.md") == prose + code
+
+
+def test_the_tex_of_formulas_is_left_out_and_the_paragraph_sampled_without_it():
+    page = (
+        '<p>The score <span class="arithmatex">\\(s = \\mathbf{q}^\\top \\mathbf{k}\\)</span> '
+        "grows with the dimension of the queries and of the keys.</p>"
+        '<div class="arithmatex">\\[\\operatorname{softmax}(\\mathbf{S})\\]</div>'
+    )
+    marked = exclude_code(page, "chapters/x.md")
+    assert marked.count(' data-search-exclude="code"') == 2
+    assert paragraph_samples(page) == [
+        "The score grows with the dimension of the queries and of the"
+    ]
