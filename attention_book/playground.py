@@ -35,12 +35,17 @@ from attention_book.gpt import GPT
 from attention_book.positional import sinusoidal_table
 
 __all__ = [
+    "EVAL_EVERY",
+    "EVAL_SEED",
+    "EVAL_SIZE",
     "PLAYGROUND_POSITIONALS",
+    "SOLVED_ACCURACY",
     "SEPARATOR",
     "TASKS",
     "VOCAB_SIZE",
     "Mulberry32",
     "PlaygroundConfig",
+    "batches",
     "init_parameters",
     "playground_accuracy",
     "playground_batch",
@@ -261,6 +266,8 @@ SOLVED_ACCURACY = 0.99
 EVAL_SIZE = 256
 #: The seed of the sequences the accuracy is measured on.
 EVAL_SEED = 12345
+#: Steps between two measurements of the accuracy.
+EVAL_EVERY = 25
 
 
 def solved(accuracy: float) -> bool:
@@ -276,7 +283,10 @@ def batches(config: PlaygroundConfig) -> Iterator[tuple[Tensor, Tensor]]:
 
 
 def train_playground(
-    config: PlaygroundConfig, num_steps: int, eval_every: int = 25, stop_when_solved: bool = True
+    config: PlaygroundConfig,
+    num_steps: int,
+    eval_every: int = EVAL_EVERY,
+    stop_when_solved: bool = True,
 ) -> dict:
     """Train a configuration and record its loss at every step and its accuracy as it goes.
 
