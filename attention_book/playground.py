@@ -39,8 +39,8 @@ __all__ = [
     "EVAL_SEED",
     "EVAL_SIZE",
     "PLAYGROUND_POSITIONALS",
-    "SOLVED_ACCURACY",
     "SEPARATOR",
+    "SOLVED_ACCURACY",
     "TASKS",
     "VOCAB_SIZE",
     "Mulberry32",
@@ -166,7 +166,7 @@ def playground_batch(
     for _ in range(batch_size):
         digits = [rng.next_uint32() % 10 for _ in range(num_digits)]
         answer = digits[::-1] if task == "reverse" else sorted(digits)
-        rows.append(digits + [SEPARATOR] + answer)
+        rows.append([*digits, SEPARATOR, *answer])
     sequences = torch.tensor(rows)  # (batch, 2 * num_digits + 1)
     return sequences[:, :-1], sequences[:, num_digits + 1 :]
 
