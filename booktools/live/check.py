@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from booktools.browser import scripts as js
-from booktools.live.widgets import KERNELS, MAX_FLASH_GZIP_BYTES, MAX_WIDGET_GZIP_BYTES
+from booktools.live.widgets import KERNELS, budget
 
 #: How long one case may take in the page (the GPT's run without the cache is the slowest).
 CASE_TIMEOUT_MS = 180_000
@@ -63,6 +63,13 @@ class LiveReport:
 
     def summary(self) -> str:
         """One line for the check's output."""
+        if self.name == "train":  # a training: losses and weights after every case's steps
+            return (
+                f"{self.name} (checked in {self.seconds:.1f} s): downloads "
+                f"{self.bytes / 1000:.0f} KB; {self.cases} trainings; largest relative "
+                f"difference from PyTorch: losses {self.logit_difference:.1e}, weights "
+                f"{self.weight_difference:.1e}; " + "; ".join(self.timings)
+            )
         if self.name in KERNELS:  # no logits: each kernel's output against PyTorch's
             return (
                 f"{self.name} (checked in {self.seconds:.1f} s): downloads "
@@ -222,13 +229,16 @@ def check_live_widgets(page, problems: list[str]) -> list[LiveReport]:
             problems.append(f"live {name}: the widget failed to load or run")
             continue
         report.bytes = page.evaluate(js.RESOURCES_SINCE, start)["bytes"]
-        budget = MAX_FLASH_GZIP_BYTES if name in KERNELS else MAX_WIDGET_GZIP_BYTES
-        if report.bytes > budget:
+        if report.bytes > budget(name):
             problems.append(
                 f"live {name}: the widget downloads {report.bytes:,} bytes, over the "
-                f"{budget:,} it may"
+                f"{budget(name):,} it may"
             )
         reference = page.evaluate(js.FETCH_JSON, widget["reference"])
+        if name == "train":
+            check_training(page, reference, report, problems)
+            report.seconds = time.perf_counter() - started
+            continue
         if name in KERNELS:
             check_kernels(page, name, reference, report, problems)
             report.seconds = time.perf_counter() - started
@@ -331,3 +341,134 @@ def check_kernels(page, name: str, reference: dict, report: LiveReport, problems
         f"({adapter}: {where})"
         for t in result["timings"]
     ]
+
+
+# ---------------------------------------------------------------------------------------------
+# The training playground (``train``): the page trains, PyTorch trained.
+
+#: How long the page may take to train the reference cases (about 400 steps, 3 s here).
+TRAINING_TIMEOUT_MS = 300_000
+
+
+def decoded(text: str, dtype: str) -> list:
+    """Numbers from base64 text (`booktools.live.train`): ``"<f8"`` floats or ``"u1"`` bytes."""
+    import base64
+
+    import numpy as np
+
+    return np.frombuffer(base64.b64decode(text), dtype=dtype).tolist()
+
+
+def relative_difference(ours: Any, theirs: list[float]) -> float:
+    """The largest difference between two lists of numbers, over the largest magnitude of theirs.
+
+    Returns:
+        ``inf`` where the lengths differ or a number is missing or NaN.
+    """
+    scale = max((abs(x) for x in theirs), default=0.0) or 1.0
+    return largest_difference(ours, theirs) / scale
+
+
+def compare_training(reference: dict, result: dict | None) -> tuple[list[str], list[dict]]:
+    """Compare the page's trainings with PyTorch's, case by case.
+
+    Args:
+        reference: ``reference.json`` (`booktools.live.train`).
+        result: What the page computed (``window.bookLive.train.check``): per case the losses,
+            the final weights by name, the difference of its own initial weights from the
+            exported ones, whether it drew the same batches, and its time per step.
+
+    Returns:
+        ``(problems, differences)``: what is wrong, and per case its label, the largest
+        relative difference of its losses (each to its own size) and of its weights (each
+        tensor to its largest magnitude), and the time per step.
+    """
+    if not result or not result.get("cases"):
+        return ["live train: the page trained nothing"], []
+    tolerance = reference["tolerance"]
+    problems, differences = [], []
+    if len(result["cases"]) != len(reference["cases"]):
+        problems.append(
+            f"live train: {len(result['cases'])} trainings, not {len(reference['cases'])}"
+        )
+    for case, ours in zip(reference["cases"], result["cases"], strict=False):
+        config = case["config"]
+        label = (
+            f"{config['task']}, {config['num_blks']} blocks, {config['num_heads']} heads, "
+            f"{config['positional']} positions, seed {config['seed']}, {case['steps']} steps"
+        )
+        losses = max(
+            (relative_difference([a], [b]) for a, b in zip(ours["losses"], case["losses"],
+                                                          strict=False)),
+            default=math.inf,
+        )  # fmt: skip
+        if len(ours["losses"]) != len(case["losses"]):
+            losses = math.inf
+        final, at, weights = decoded(case["final"], "<f8"), 0, 0.0
+        for name, shape in zip(case["names"], case["shapes"], strict=True):
+            size = math.prod(shape)
+            theirs = final[at : at + size]
+            weights = max(weights, relative_difference(ours["final"].get(name), theirs))
+            at += size
+        found = {"case": label, "losses": losses, "weights": weights,
+                 "ms_per_step": ours["ms_per_step"]}  # fmt: skip
+        differences.append(found)
+        for what, difference in (("losses", losses), ("weights", weights)):
+            if difference > tolerance:
+                problems.append(
+                    f"live train, {label}: the page's {what} differ from PyTorch's by up to "
+                    f"{difference:.3g} (relative), over the tolerance {tolerance:g}"
+                )
+        if not ours["batches_equal"]:
+            problems.append(f"live train, {label}: the page draws other batches than PyTorch")
+        if not ours["init_difference"] <= 1e-12:
+            problems.append(
+                f"live train, {label}: the page's own initial weights differ from PyTorch's by "
+                f"up to {ours['init_difference']:.3g}"
+            )
+    return problems, differences
+
+
+#: The steps the check lets the reader's Train button run before it presses Pause.
+CONTROL_STEPS = 30
+
+
+def check_training(page, reference: dict, report: LiveReport, problems: list[str]) -> None:
+    """The training widget: the reference trainings against PyTorch's, then its buttons pressed.
+
+    The page trains every case of ``reference.json`` (from its exported weights, on its
+    exported batches) and the result is compared with PyTorch's (`compare_training`). Then
+    the check presses Train, lets it run `CONTROL_STEPS` steps, presses Pause, Step (one step
+    more) and Reset (back to step 0), as a reader does.
+
+    Args:
+        page: The Playwright page, with the widget loaded.
+        reference: Its ``reference.json``.
+        report: Where the differences and the times go.
+        problems: Where to report what is wrong.
+    """
+    result = page.evaluate("reference => window.bookLive.train.check(reference)", reference)
+    found, differences = compare_training(reference, result)
+    problems += found
+    report.cases = len(differences)
+    for case in differences:
+        report.logit_difference = max(report.logit_difference, case["losses"])
+        report.weight_difference = max(report.weight_difference, case["weights"])
+        report.timings.append(f"{case['case']}: {case['ms_per_step']:.1f} ms per step")
+    widget = f'.book-live[data-live="{report.name}"]'
+    steps = "window.bookLive.train.playground.steps"
+    page.locator(f"{widget} .book-live__train").click()
+    page.wait_for_function(f"{steps} >= {CONTROL_STEPS}", timeout=TRAINING_TIMEOUT_MS)
+    page.locator(f"{widget} .book-live__pause").click()
+    page.wait_for_function(
+        f"document.querySelector('{widget}').dataset.state === 'ready'",
+        timeout=TRAINING_TIMEOUT_MS,
+    )
+    paused = page.evaluate(steps)
+    page.wait_for_timeout(200)
+    if page.evaluate(steps) != paused:
+        problems.append("live train: Pause did not stop the training")
+    page.locator(f"{widget} .book-live__step").click()
+    page.wait_for_function(f"{steps} === {paused + 1}", timeout=TRAINING_TIMEOUT_MS)
+    page.locator(f"{widget} .book-live__reset").click()
+    page.wait_for_function(f"{steps} === 0", timeout=TRAINING_TIMEOUT_MS)

@@ -1,18 +1,19 @@
 """The book's trained models, live in the reader's browser: the build's side of the widgets.
 
 A page puts a widget where it writes ``{{ live:NAME }}`` (``translator`` or ``gpt``, the models of
-`booktools.live.export`, or ``flash``, the FlashAttention chapter's WebGPU kernels, whose reference
-`booktools.live.flash` exports), and cites a number about it with ``{{ live:NAME.KEY }}``
-(`VALUES`). At build time `add_live_models` exports each named model, in a fresh interpreter, into
-``.cache/live/`` under the name of the stored result it comes from (a rebuild with the same result
-exports nothing), and adds its files to the site under ``live/`` without writing into ``docs/``.
-`insert_live` then replaces the placeholders: the widget is a short block of HTML with a Load
-button (shown by ``book.js``, hidden without JavaScript, where a ``<noscript>`` note says why and
-points at the static figures) and the addresses of the model and of the code. Nothing of the model
-or of its code (``docs/assets/javascripts/live/``) loads before the reader presses the button, so
-the page's first load does not grow. The browser check (`booktools.browser.check`) presses it,
-types the held-out cases of ``reference.json`` into the widget and compares what the page computed
-with PyTorch's numbers.
+`booktools.live.export`; ``flash``, the FlashAttention chapter's WebGPU kernels, whose reference
+`booktools.live.flash` exports; or ``train``, the playground that trains a small GPT in the page,
+whose reference and study `booktools.live.train` exports), and cites a number about it with
+``{{ live:NAME.KEY }}`` (`VALUES`). At build time `add_live_models` exports each named model, in a
+fresh interpreter, into ``.cache/live/`` under the name of the stored result it comes from (a
+rebuild with the same result exports nothing), and adds its files to the site under ``live/``
+without writing into ``docs/``. `insert_live` then replaces the placeholders: the widget is a short
+block of HTML with a Load button (shown by ``book.js``, hidden without JavaScript, where a
+``<noscript>`` note says why and points at the static figures) and the addresses of the model and
+of the code. Nothing of the model or of its code (``docs/assets/javascripts/live/``) loads before
+the reader presses the button, so the page's first load does not grow. The browser check
+(`booktools.browser.check`) presses it, types the held-out cases of ``reference.json`` into the
+widget and compares what the page computed with PyTorch's numbers.
 """
 
 from __future__ import annotations
@@ -47,14 +48,22 @@ CODE = {
     "translator": ("widget.js", "layers.js", "text.js", "transformer.js", "live.css"),
     "gpt": ("widget.js", "layers.js", "gpt.js", "live.css"),
     "flash": ("flash.js",),
+    "train": ("train.js", "train_widget.js", "live.css"),
 }
 #: The module book.js imports when the reader presses a widget's button (`widget.js` by default).
-MODULES = {"flash": "flash.js"}
-#: The widgets that run no trained model: kernels checked against PyTorch on fixed inputs
-#: (`booktools.live.flash`), whose only exported file is ``reference.json``.
-KERNELS = ("flash",)
+MODULES = {"flash": "flash.js", "train": "train_widget.js"}
+#: The widgets that run no trained model, each with the module that exports its files: the
+#: FlashAttention kernels checked against PyTorch on fixed inputs (`booktools.live.flash`) and
+#: the playground that trains in the page (`booktools.live.train`).
+KERNELS = {"flash": "booktools.live.flash", "train": "booktools.live.train"}
+#: The files each of them adds to the site, and those of them the widget itself downloads (the
+#: browser check alone reads the playground's ``reference.json``).
+KERNEL_FILES = {"flash": ("reference.json",), "train": ("reference.json", "study.json")}
+FETCHED = {"flash": ("reference.json",), "train": ("study.json",)}
 #: The FlashAttention widget may download at most this much, compressed with gzip.
 MAX_FLASH_GZIP_BYTES = 60_000
+#: The training widget may download at most this much, compressed with gzip.
+MAX_TRAIN_GZIP_BYTES = 150_000
 MODEL_FILES = ("model.json", "weights.bin")
 #: Every file of an exported model that goes to the site (the check reads reference.json).
 SITE_FILES = (*MODEL_FILES, "reference.json")
@@ -76,6 +85,12 @@ WIDGETS = {
         "noscript": "JavaScript is off in this browser, so the model cannot run here. The "
         "figure above shows the same model's time per character with and without the cache, "
         "measured when the book was built.",
+    },
+    "train": {
+        "title": "the training playground",
+        "example": "",
+        "noscript": "JavaScript is off in this browser, so nothing can train here. The figure "
+        "below shows the same training, run in PyTorch when the book was built.",
     },
     "flash": {
         "title": "the FlashAttention widget",
@@ -129,11 +144,16 @@ def export(names: list[str], out_dir: Path = CACHE / "live") -> dict[str, Path]:
     """
     start = time.perf_counter()
     models = [name for name in names if name not in KERNELS]
-    commands = [[sys.executable, "-m", "booktools.live.export", "--out", str(out_dir), *models]]
-    if "flash" in names:  # no model: PyTorch's outputs on fixed inputs
-        commands.append([sys.executable, "-m", "booktools.live.flash", "--out", str(out_dir)])
+    commands = []
+    if models:
+        commands.append(
+            [sys.executable, "-m", "booktools.live.export", "--out", str(out_dir), *models]
+        )
+    for name in names:  # no trained model: PyTorch's outputs, its reference trainings
+        if name in KERNELS:
+            commands.append([sys.executable, "-m", KERNELS[name], "--out", str(out_dir)])
     folders = {}
-    for command in commands if models else commands[1:]:
+    for command in commands:
         result = subprocess.run(command, cwd=ROOT, capture_output=True, text=True)
         if result.returncode != 0:
             raise PluginError(f"exporting the live models failed:\n{result.stderr[-4000:]}")
@@ -142,6 +162,13 @@ def export(names: list[str], out_dir: Path = CACHE / "live") -> dict[str, Path]:
             folders[entry["name"]] = Path(entry["folder"])
     log.info("live models: %s in %.1f s", ", ".join(sorted(folders)), time.perf_counter() - start)
     return folders
+
+
+def budget(name: str) -> int:
+    """The most a widget may download, compressed with gzip."""
+    return {"flash": MAX_FLASH_GZIP_BYTES, "train": MAX_TRAIN_GZIP_BYTES}.get(
+        name, MAX_WIDGET_GZIP_BYTES
+    )
 
 
 def widget_facts(name: str, folder: Path) -> dict:
@@ -164,11 +191,11 @@ def widget_facts(name: str, folder: Path) -> dict:
     reference = json.loads((folder / "reference.json").read_text(encoding="utf-8"))
     code = sum(gzip_bytes(CODE_DIR / file) for file in CODE[name])
     if name in KERNELS:
-        download = code + about["reference_gzip_bytes"]
-        if download > MAX_FLASH_GZIP_BYTES:
+        download = code + sum(gzip_bytes(folder / file) for file in FETCHED[name])
+        if download > budget(name):
             raise PluginError(
                 f"the live {name} downloads {download:,} bytes (gzip), over the "
-                f"{MAX_FLASH_GZIP_BYTES:,} it may"
+                f"{budget(name):,} it may"
             )
         return {
             **about,
@@ -212,7 +239,7 @@ def add_live_models(files: Files, config, state: BuildState) -> None:
     if not names:
         return
     for name, folder in export(names).items():
-        for file in ("reference.json",) if name in KERNELS else SITE_FILES:
+        for file in KERNEL_FILES[name] if name in KERNELS else SITE_FILES:
             uri = f"live/{folder.name}/{file}"
             files.append(File.generated(config, uri, abs_src_path=str(folder / file)))
         state.live[name] = widget_facts(name, folder)
@@ -236,6 +263,7 @@ VALUES = {
     "tolerance": lambda facts: f"{facts['tolerance']:g}",
     "reference_cases": lambda facts: str(facts["reference_cases"]),
     "budget": lambda facts: kilobytes(MAX_WIDGET_GZIP_BYTES),
+    "steps": lambda facts: str(facts["steps"]),
 }
 
 
