@@ -9,6 +9,8 @@ module not listed here after them):
 - Bahdanau attention: `seq2seq` (the encoder-decoder and its attention decoder), `losses` (a
   translator's losses) and `decoding` (greedy decoding and beam search);
 - `multihead` (multi-head and grouped-query attention) and `positional` (positional encodings);
+  `playground` (a tiny GPT that learns to reverse or sort digits, the twin of the page's
+  JavaScript trainer);
 - the Transformer: `transformer` (the encoder), `transformer_sublayers` (what the encoder and
   the decoder share) and `transformer_decoder`;
 - the Vision Transformer: `vit`, `windows` (Swin's windows) and `resnet` (its convolutional

@@ -19,7 +19,8 @@ by concern:
 - `booktools.live`: the trained models that pages run in the browser: `booktools.live.widgets`
   (the widgets and the models they load), `booktools.live.export` (the export, with
   `booktools.live.translator` and `booktools.live.gpt`, one per model),
-  `booktools.live.flash` (the WebGPU kernels' cases and PyTorch's outputs) and
+  `booktools.live.flash` (the WebGPU kernels' cases and PyTorch's outputs),
+  `booktools.live.train` (the training playground's reference trainings and study) and
   `booktools.live.check` (the page's numbers against PyTorch's);
 - `booktools.browser`: the built site checked in headless Chromium: `booktools.browser.check`
   (the command), `booktools.browser.page` (one page), `booktools.browser.scripts` (the
