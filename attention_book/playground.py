@@ -315,7 +315,7 @@ def train_playground(
             accuracy = playground_accuracy(model, *evaluation)
             accuracies.append([step, accuracy])
             if solved(accuracy):
-                solved_at = step
+                solved_at = step if solved_at is None else solved_at  # the first time
                 if stop_when_solved:
                     break
     return {"losses": losses, "accuracies": accuracies, "solved_at": solved_at, "model": model}
