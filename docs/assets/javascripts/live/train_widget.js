@@ -48,11 +48,6 @@ function answer_of(task, digits) {
   return task === "reverse" ? digits.slice().reverse() : digits.slice().sort((x, y) => x - y);
 }
 
-// A list in words: "a", "a and b", "a, b and c".
-function words(items) {
-  return items.length < 2 ? items.join("") : `${items.slice(0, -1).join(", ")} and ${items.at(-1)}`;
-}
-
 // ---------------------------------------------------------------------------------------------
 // Drawing: the loss curve and the attention maps, as inline SVG.
 
@@ -76,6 +71,10 @@ function loss_chart(losses, max_steps, width, marks) {
   for (let e = lo; e <= hi; e++) {
     parts.push(`<line class="book-live__tick" x1="${left}" y1="${y(10 ** e)}" x2="${width - right}" y2="${y(10 ** e)}"></line>`,
                `<text x="${left - 4}" y="${y(10 ** e) + 3.5}" text-anchor="end">${decade_label(e)}</text>`);
+    for (const m of hi - lo <= 2 && e < hi ? [2, 5] : []) { // a narrow range: 2 and 5 too
+      const at = y(m * 10 ** e);
+      parts.push(`<text x="${left - 4}" y="${at + 3.5}" text-anchor="end">${Number((m * 10 ** e).toPrecision(1))}</text>`);
+    }
   }
   const every = [100, 250, 500, 1000, 2500, 5000].find((s) => last_step / s <= Math.max(3, (width - left) / 70)) || 10000;
   for (let s = 0; s <= last_step; s += every) {
@@ -155,21 +154,25 @@ function build_sentence(study, found, seed) {
     return "The book's build did not train this configuration, so there is no PyTorch run to " +
            "compare this one with.";
   }
-  const outcome = (s) => (s === null ? `not within ${count(study.max_steps)}` : count(s));
-  const all = `(seeds ${words(study.seeds.map(String))}: ${words(found.solved_at.map(outcome))})`;
+  const limit = count(study.max_steps);
+  const outcomes = found.solved_at.every((s) => s === null) ? `none within ${limit}`
+    : found.solved_at.map((s) => (s === null ? `not within ${limit}` : count(s))).join(", ");
+  const all = `seeds ${study.seeds.join(", ")}: ${outcomes}`;
   const k = study.seeds.indexOf(seed);
   if (k < 0) {
-    return `When the book was built, PyTorch trained this configuration with other seeds ${all}; ` +
+    return `When the book was built, PyTorch trained this configuration with other seeds (${all}); ` +
            `seed ${seed} is a run of your own.`;
   }
   const solved = found.solved_at[k];
-  const what = solved === null
-    ? `did not solve it within ${count(study.max_steps)} steps with seed ${seed} (accuracy ` +
-      `${percent(found.final_accuracy[k])} at the end)`
-    : `solved it at step ${count(solved)} with seed ${seed}`;
-  return `When the book was built, PyTorch ${what} ${all}. With seed ${seed} your run is that ` +
-         "same run, step for step: the same initial weights, the same batches, the same float64 " +
-         "arithmetic, so it should be solved at the same step.";
+  const same = `With seed ${seed} your run is that same run, step for step (the same initial ` +
+               "weights, the same batches, the same float64 arithmetic)";
+  if (solved === null) {
+    return `When the book was built, PyTorch did not solve it within ${limit} steps with seed ` +
+           `${seed}: its accuracy was ${percent(found.final_accuracy[k])} at the end (${all}). ` +
+           `${same}, so it should not be solved here either.`;
+  }
+  return `When the book was built, PyTorch solved it at step ${count(solved)} with seed ${seed} ` +
+         `(${all}). ${same}, so it should be solved at step ${count(solved)} here too.`;
 }
 
 // ---------------------------------------------------------------------------------------------
