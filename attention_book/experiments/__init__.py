@@ -13,6 +13,8 @@ models, training, evaluation):
   ones on a task that asks for two relations at once.
 - `attention_book.experiments.self_attention`: convolution, GRU and self-attention timed
   against sequence length, and how far back each one's gradient reaches.
+- `attention_book.experiments.playground`: the playground's tiny GPTs learning to reverse and to
+  sort digits, with learned, sinusoidal or no positions: the steps each one needs, per seed.
 - `attention_book.experiments.transformer`: the Transformer on the Bahdanau chapter's data and
   split (label smoothing, warmup), against the Bahdanau model.
 - `attention_book.experiments.transformer_studies`: beyond that split: a length-generalization
