@@ -319,6 +319,9 @@ export async function mount(container) {
     } else if (playground.steps === 0) {
       text += " Press Train to start, or Step for one step.";
     }
+    if (playground.steps >= max_steps && !running) {
+      text += ` That is the build's limit: Step goes on one step at a time, Reset starts over.`;
+    }
     status.textContent = text;
     status_at = performance.now();
   }
@@ -361,7 +364,6 @@ export async function mount(container) {
     buttons.train.disabled = running || at_end;
     buttons.pause.disabled = !running;
     buttons.step.disabled = running;
-    buttons.train.title = at_end ? `Trained ${count(max_steps)} steps, the build's limit: Reset to start again` : "";
   }
 
   function draw(all = true) {
