@@ -472,3 +472,40 @@ def check_training(page, reference: dict, report: LiveReport, problems: list[str
     page.wait_for_function(f"{steps} === {paused + 1}", timeout=TRAINING_TIMEOUT_MS)
     page.locator(f"{widget} .book-live__reset").click()
     page.wait_for_function(f"{steps} === 0", timeout=TRAINING_TIMEOUT_MS)
+    check_readers_run(page, widget, report, problems)
+
+
+def check_readers_run(page, widget: str, report: LiveReport, problems: list[str]) -> None:
+    """Train the default model with the Train button, as a reader does, until it solves the task.
+
+    It stops at the build's limit if it does not; the step is compared with the build's study.
+
+    Args:
+        page: The Playwright page, the widget reset to its default configuration.
+        widget: The widget's CSS selector.
+        report: Where the reader's time per step goes.
+        problems: Where to report a run that solves at another step than PyTorch's.
+    """
+    page.locator(f"{widget} .book-live__train").click()
+    page.wait_for_function(
+        "(() => { const run = window.bookLive.train.run; "
+        "return run.solved_at !== null || run.playground.steps >= 1500; })()",
+        timeout=TRAINING_TIMEOUT_MS,
+    )
+    page.locator(f"{widget} .book-live__pause").click()
+    run = page.evaluate(
+        "(() => { const run = window.bookLive.train.run; return { solved_at: run.solved_at, "
+        "build: run.build_solved_at === undefined ? 'missing' : run.build_solved_at, "
+        "ms: run.ms_per_step, config: run.playground.config }; })()"
+    )
+    if run["build"] == "missing":
+        problems.append("live train: the build's study has no run of the default configuration")
+    elif run["solved_at"] != run["build"]:
+        problems.append(
+            f"live train: the reader's run of the default configuration solved at step "
+            f"{run['solved_at']}, PyTorch's in the build's study at {run['build']}"
+        )
+    report.timings.append(
+        f"the Train button, default model (seed {run['config']['seed']}): solved at step "
+        f"{run['solved_at']} (PyTorch: {run['build']}), {run['ms'] or 0:.1f} ms per step"
+    )
