@@ -103,8 +103,8 @@ def playground_steps_table() -> str:
             rows.append([_shape_name(num_blks, num_heads), positional, *cells])
     seconds = [run["seconds"] for run in runs]
     caption = (
-        f"*Steps until a model got {PLAYGROUND_STUDY.num_digits}-digit answers "
-        "99% right (on 256 fresh sequences, measured every "
+        "*Steps until 99% of the answer digits came out right (on 256 fresh sequences of "
+        f"{PLAYGROUND_STUDY.num_digits} digits, measured every "
         f"{PLAYGROUND_STUDY.eval_every} steps), for the seeds {', '.join(map(str, seeds))} in "
         f"that order; — : not solved in {PLAYGROUND_STUDY.num_steps:,} steps, with the share "
         "of answer digits it got right at the end. A training took "
@@ -178,10 +178,10 @@ def _default_run(runs: list[dict[str, Any]], task: str) -> dict[str, Any]:
 
 
 def _how_many(a: float, b: float) -> str:
-    """How a median of steps compares with another: apart by a fifth or more, or about equal."""
-    if a * 1.2 <= b:
+    """How a median of steps compares with another: apart by a tenth or more, or about equal."""
+    if a * 1.1 <= b:
         return "fewer steps than"
-    if a >= 1.2 * b:
+    if a >= 1.1 * b:
         return "more steps than"
     return "about as many steps as"
 
@@ -209,8 +209,8 @@ def _number(n: int) -> str:
 
 def _recorded_intro(n: int) -> str:
     """The start of a sentence on the recorded trainings of the study."""
-    trainings = "training" if n == 1 else f"{_number(n)} trainings"
-    return f"Over the recorded {trainings} of the study (other CPU arithmetic, other seeds)"
+    trainings = "one recorded training" if n == 1 else f"{_number(n)} recorded trainings"
+    return f"Over the {trainings} of the study (other CPU arithmetic, other seeds)"
 
 
 def _steps_text(steps: float) -> str:
@@ -295,16 +295,16 @@ def playground_verdict(
         one = [_final_accuracy(run) for run in reverse_none if run["num_blks"] == 1]
         deep = [_final_accuracy(run) for run in reverse_none if run["num_blks"] > 1]
         words["reverse_none"] = (
-            f"none of the {NUMBERS[count]} models without positions learned to reverse in this "
-            f"build: after {PLAYGROUND_STUDY.num_steps:,} steps the one-layer models got "
+            f"none of the {NUMBERS[count]} models without positions learned to reverse: after "
+            f"{PLAYGROUND_STUDY.num_steps:,} steps the one-layer models got "
             f"{_percent_range(one)} of the answer digits right"
             + (f", the two-layer models {_percent_range(deep)}" if deep else "")
         )
     else:
         first = min(run["solved_at"] for run in solved)
         words["reverse_none"] = (
-            f"{_count(len(solved), count)} models without positions learned to reverse in "
-            f"this build (the first at step {first:,})"
+            f"{_count(len(solved), count)} models without positions learned to reverse (the "
+            f"first at step {first:,})"
             + (
                 f"; the others got {_percent_range(unsolved)} of the answer digits right"
                 if unsolved
@@ -440,7 +440,7 @@ def playground_verdict(
         positions_recorded.append(f"for {TASK_VERBS[task]} {_in_recorded(k, n)}")
     words["heads"] = "; ".join(heads) or "the study has no one-layer models to compare"
     if UNSOLVED in compared:
-        words["heads"] += " (a training that did not solve its task counts as 1,525 steps)"
+        words["heads"] += "; a training that did not solve its task counts as 1,525 steps"
     words["heads_recorded"] = (
         f"{_recorded_intro(len(recorded))}, four heads had the lower median "
         + " and ".join(heads_recorded)

@@ -87,12 +87,12 @@ def verdict(runs=None, variants=None) -> dict[str, str]:
 def test_models_without_positions_that_never_reverse_are_said_to_and_how_far_they_got():
     words = verdict()
     assert words["reverse_none"] == (
-        "none of the nine models without positions learned to reverse in this build: after "
-        "1,500 steps the one-layer models got 31 to 42% of the answer digits right, the "
+        "none of the nine models without positions learned to reverse: after 1,500 steps the "
+        "one-layer models got 31 to 42% of the answer digits right, the "
         "two-layer models 87%"
     )
     assert words["reverse_none_recorded"] == (
-        "Over the recorded training of the study (other CPU arithmetic, other seeds), no model "
+        "Over the one recorded training of the study (other CPU arithmetic, other seeds), no model "
         "without positions reversed the digits either."
     )
 
@@ -106,11 +106,11 @@ def test_a_model_without_positions_that_reverses_is_counted():
     runs = study(one_solves)
     words = verdict(runs, recorded(study(), study(), runs))
     assert words["reverse_none"].startswith(
-        "one of the nine models without positions learned to reverse in this build (the "
-        "first at step 1,200); the others got 31 to 87%"
+        "one of the nine models without positions learned to reverse (the first at step "
+        "1,200); the others got 31 to 87%"
     )
     assert words["reverse_none_recorded"] == (
-        "Over the recorded three trainings of the study (other CPU arithmetic, other seeds), "
+        "Over the three recorded trainings of the study (other CPU arithmetic, other seeds), "
         "some model without positions did reverse the digits in one of them: positions make "
         "the task easy, they are not the only way."
     )
@@ -193,13 +193,14 @@ def test_four_heads_against_one_is_worded_per_task_and_counted():
         "positions and seed, more in none of the six)"
     )
     assert words["heads_recorded"] == (
-        "Over the recorded training of the study (other CPU arithmetic, other seeds), four "
+        "Over the one recorded training of the study (other CPU arithmetic, other seeds), four "
         "heads had the lower median for reversing in none and for sorting in it."
     )
 
     def alike(task, num_blks, num_heads, positional, seed):
         if num_blks == 1 and positional != "none":
-            return BASE[task, positional] + 25 * seed + (25 if num_heads == 4 else 0), 0.995
+            slower = 25 if num_heads == 4 and positional == "learned" else 0
+            return BASE[task, positional] + 25 * seed + slower, 0.995
         return None
 
     runs = study(alike)
@@ -216,7 +217,7 @@ def test_four_heads_against_one_is_worded_per_task_and_counted():
         return None
 
     assert verdict(study(four_fail))["heads"].endswith(
-        "(a training that did not solve its task counts as 1,525 steps)"
+        "; a training that did not solve its task counts as 1,525 steps"
     )
 
 
