@@ -369,6 +369,17 @@ def relative_difference(ours: Any, theirs: list[float]) -> float:
     return largest_difference(ours, theirs) / scale
 
 
+def training_label(config: dict, steps: int) -> str:
+    """A reference training in words: ``reverse, 2 layers, 2 heads, learned positions, ...``."""
+    plural = lambda count, word: f"{count} {word}" + "s" * (count != 1)  # noqa: E731
+    positions = "no" if config["positional"] == "none" else config["positional"]
+    return (
+        f"{config['task']}, {plural(config['num_blks'], 'layer')}, "
+        f"{plural(config['num_heads'], 'head')}, {positions} positions, seed {config['seed']}, "
+        f"{steps} steps"
+    )
+
+
 def compare_training(reference: dict, result: dict | None) -> tuple[list[str], list[dict]]:
     """Compare the page's trainings with PyTorch's, case by case.
 
@@ -393,10 +404,7 @@ def compare_training(reference: dict, result: dict | None) -> tuple[list[str], l
         )
     for case, ours in zip(reference["cases"], result["cases"], strict=False):
         config = case["config"]
-        label = (
-            f"{config['task']}, {config['num_blks']} blocks, {config['num_heads']} heads, "
-            f"{config['positional']} positions, seed {config['seed']}, {case['steps']} steps"
-        )
+        label = training_label(config, case["steps"])
         losses = max(
             (relative_difference([a], [b]) for a, b in zip(ours["losses"], case["losses"],
                                                           strict=False)),

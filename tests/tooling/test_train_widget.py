@@ -149,8 +149,10 @@ def test_compare_training_names_each_way_the_page_can_differ(reference: Path):
     for change, message in expected.items():
         problems, _ = compare_training(data, page_result(data, change))
         assert len(problems) == 1 and message in problems[0], (change.__name__, problems)
-        assert problems[0].startswith("live train, reverse, 2 blocks, 2 heads, learned")
+        assert problems[0].startswith("live train, reverse, 2 layers, 2 heads, learned")
     assert compare_training(data, None)[0] == ["live train: the page trained nothing"]
+    third = compare_training(data, page_result(data))[1][2]["case"]
+    assert third == "reverse, 1 layer, 1 head, no positions, seed 3, 100 steps"
     short = page_result(data)
     short["cases"].pop()
     assert "2 trainings, not 3" in compare_training(data, short)[0][0]

@@ -344,7 +344,7 @@ export async function mount(container) {
     const seen = playground.look_at(Int32Array.from(sequence));
     const figures = [];
     seen.weights.forEach((heads, b) => heads.forEach((weights, h) => {
-      const name = `Block ${b + 1}, head ${h + 1}`;
+      const name = `Layer ${b + 1}, head ${h + 1}`;
       const description = `Attention weights of ${name.toLowerCase()} on ${example_digits.join(" ")} | ` +
         `${truth.slice(0, -1).join(" ")}: the strongest weight of each scored row goes ` +
         `${strongest(weights, labels, num_digits)}.`;
