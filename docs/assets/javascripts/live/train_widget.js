@@ -478,6 +478,14 @@ export async function mount(container) {
   build();
   draw_buttons();
   draw();
+  // The chart is drawn at the width it has: draw it again when that changes (a phone turned).
+  let chart_width = chart.clientWidth;
+  new ResizeObserver(() => {
+    if (chart.clientWidth !== chart_width) {
+      chart_width = chart.clientWidth;
+      draw_chart();
+    }
+  }).observe(chart);
   container.dataset.state = "ready";
   // The Load button had the focus and is gone: a keyboard reader goes on in the widget's box.
   if (!document.activeElement || document.activeElement === document.body) {
