@@ -20,6 +20,13 @@ its WebGPU kernels on every case of its ``reference.json`` (`booktools.live.flas
 `check_kernels` fails unless both ran on WebGPU and each is within the tolerance of PyTorch's
 output; then it presses the widget's timing button and reports the times.
 
+The training playground (``train``) has no box either: the check makes the page train each
+reference case of its ``reference.json`` (`booktools.live.train`: PyTorch's initial weights,
+batches, losses and final weights) and `compare_training` fails unless every loss and weight is
+within the tolerance of PyTorch's, relative, and the page's own weights and batches are
+PyTorch's; then it presses Train, Pause, Step and Reset, and trains the default model with Train
+until it solves the task at the step the build's study says (`check_training`).
+
 The widget runs with reduced motion (its animation shows the last step at once), so what the
 screenshots show does not depend on when they are taken.
 """
@@ -445,9 +452,10 @@ def check_training(page, reference: dict, report: LiveReport, problems: list[str
     """The training widget: the reference trainings against PyTorch's, then its buttons pressed.
 
     The page trains every case of ``reference.json`` (from its exported weights, on its
-    exported batches) and the result is compared with PyTorch's (`compare_training`). Then
-    the check presses Train, lets it run `CONTROL_STEPS` steps, presses Pause, Step (one step
-    more) and Reset (back to step 0), as a reader does.
+    exported batches) and the result is compared with PyTorch's (`compare_training`). If it
+    matches, the check presses Train, lets it run `CONTROL_STEPS` steps, presses Pause, Step
+    (one step more) and Reset (back to step 0), as a reader does, then trains the default
+    model with Train until it solves the task (`check_readers_run`).
 
     Args:
         page: The Playwright page, with the widget loaded.
@@ -463,6 +471,8 @@ def check_training(page, reference: dict, report: LiveReport, problems: list[str
         report.logit_difference = max(report.logit_difference, case["losses"])
         report.weight_difference = max(report.weight_difference, case["weights"])
         report.timings.append(f"{case['case']}: {case['ms_per_step']:.1f} ms per step")
+    if found:  # a trainer that differs from PyTorch's: its buttons would show nothing more
+        return
     widget = f'.book-live[data-live="{report.name}"]'
     steps = "window.bookLive.train.playground.steps"
     page.locator(f"{widget} .book-live__train").click()
