@@ -263,7 +263,6 @@ VALUES = {
     "tolerance": lambda facts: f"{facts['tolerance']:g}",
     "reference_cases": lambda facts: str(facts["reference_cases"]),
     "budget": lambda facts: kilobytes(MAX_WIDGET_GZIP_BYTES),
-    "steps": lambda facts: str(facts["steps"]),
 }
 
 
