@@ -45,10 +45,10 @@ LIVE = re.compile(r"\{\{ live:(?P<name>[a-z]+)(?:\.(?P<key>\w+))? \}\}")
 #: The files of the site a reader's browser downloads for each widget: its code and style,
 #: then the exported model (``model.json`` and ``weights.bin``).
 CODE = {
-    "translator": ("widget.js", "layers.js", "text.js", "transformer.js", "live.css"),
-    "gpt": ("widget.js", "layers.js", "gpt.js", "live.css"),
-    "flash": ("flash.js",),
-    "train": ("train.js", "train_widget.js", "live.css"),
+    "translator": ("widget.js", "dom.js", "layers.js", "text.js", "transformer.js", "live.css"),
+    "gpt": ("widget.js", "dom.js", "layers.js", "gpt.js", "live.css"),
+    "flash": ("flash.js", "dom.js"),
+    "train": ("train_widget.js", "train.js", "dom.js", "layers.js", "transformer.js", "live.css"),
 }
 #: The module book.js imports when the reader presses a widget's button (`widget.js` by default).
 MODULES = {"flash": "flash.js", "train": "train_widget.js"}

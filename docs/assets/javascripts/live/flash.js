@@ -9,6 +9,8 @@
 // browser check compares it with PyTorch's), and the container's data-state says "running",
 // "done" or "error".
 
+import { element } from "./dom.js";
+
 export const BLOCK_M = 16; // queries per workgroup: one invocation per query row
 export const BLOCK_N = 16; // keys and values per tile staged in workgroup memory
 const NEG = "-1e30"; // the score of a masked key (finite: exp(NEG - m) is 0, never NaN)
@@ -279,16 +281,6 @@ export function tiled_attention_forward(q, k, v, n, d, causal) {
 
 // ---------------------------------------------------------------------------------------------
 // The widget
-
-function element(tag, attributes = {}, children = []) {
-  const node = document.createElement(tag);
-  for (const [name, value] of Object.entries(attributes)) {
-    if (name === "text") node.textContent = value;
-    else node.setAttribute(name, value);
-  }
-  node.append(...children);
-  return node;
-}
 
 function table(caption, head, rows) {
   return element("table", {}, [

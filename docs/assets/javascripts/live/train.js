@@ -8,6 +8,9 @@
 // activation is a Float64Array of rows (B * T rows of num_hiddens numbers), and a linear
 // layer's weight is (out, in), row-major, as nn.Linear stores it.
 
+import { erf } from "./layers.js";
+import { sinusoidal_table } from "./transformer.js";
+
 export const TASKS = ["reverse", "sort"];
 export const POSITIONALS = ["learned", "sinusoidal", "none"];
 export const SEPARATOR = 10; // digits are tokens 0-9
@@ -91,19 +94,6 @@ export function init_parameters(config, rng) {
     params.set(name, { data, shape });
   }
   return params;
-}
-
-// sinusoidal_table in float64, as attention_book.positional computes it.
-export function sinusoidal_table(max_len, d) {
-  const table = new Float64Array(max_len * d);
-  for (let pos = 0; pos < max_len; pos++) {
-    for (let c = 0; c < d; c += 2) {
-      const angle = pos / Math.pow(10000, c / d);
-      table[pos * d + c] = Math.sin(angle);
-      if (c + 1 < d) table[pos * d + c + 1] = Math.cos(angle);
-    }
-  }
-  return table;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -196,26 +186,8 @@ export function layer_norm_backward(dY, cache, N, d, weight, dweight, dbias) {
   return dX;
 }
 
-// erf to about 1e-15: its Taylor series near 0, a continued fraction of erfc further out.
-export function erf(x) {
-  const a = Math.abs(x);
-  if (a < 2.5) {
-    let term = a, sum = a;
-    for (let n = 1; n < 100; n++) {
-      term *= -a * a / n;
-      const add = term / (2 * n + 1);
-      sum += add;
-      if (Math.abs(add) < 1e-17 * Math.abs(sum)) break;
-    }
-    return Math.sign(x) * sum * 2 / Math.sqrt(Math.PI);
-  }
-  let f = a;
-  for (let k = 60; k >= 1; k--) f = a + (k / 2) / f;
-  return Math.sign(x) * (1 - Math.exp(-a * a) / Math.sqrt(Math.PI) / f);
-}
-
-// nn.GELU(): x * Phi(x), with the exact (erf) normal distribution function. The forward pass
-// keeps Phi(x) for the backward pass: d/dx x Phi(x) = Phi(x) + x phi(x).
+// nn.GELU(): x * Phi(x), with the exact (erf) normal distribution function (layers.js's erf).
+// The forward pass keeps Phi(x) for the backward pass: d/dx x Phi(x) = Phi(x) + x phi(x).
 const normal_cdf = (x) => 0.5 * (1 + erf(x / Math.SQRT2));
 const gelu_grad = (x, cdf) => cdf + x * Math.exp(-0.5 * x * x) / Math.sqrt(2 * Math.PI);
 
@@ -300,7 +272,9 @@ export class Playground {
     if (c.num_hiddens % c.num_heads) throw new Error(`num_heads must divide num_hiddens, got ${c.num_heads} and ${c.num_hiddens}`);
     if (c.num_hiddens % 4 || c.ffn_num_hiddens % 4) throw new Error(`num_hiddens and ffn_num_hiddens must be multiples of 4, got ${c.num_hiddens} and ${c.ffn_num_hiddens}`);
     this.masked = true; // the causal mask (the check's tests switch it off to see the check fail)
-    this.table = c.positional === "sinusoidal" ? sinusoidal_table(2 * c.num_digits, c.num_hiddens) : null;
+    this.table = c.positional === "sinusoidal" // one row after the other
+      ? Float64Array.from(sinusoidal_table(2 * c.num_digits, c.num_hiddens).flatMap((row) => [...row]))
+      : null;
     this.load(init_parameters(c, new Mulberry32(c.seed)));
     this.stream = new Mulberry32(c.seed + 1);
     const evaluation = playground_batch(c.task, new Mulberry32(EVAL_SEED), EVAL_SIZE, c.num_digits);

@@ -10,6 +10,7 @@
 import {
   DEFAULTS, EVAL_SIZE, Playground, POSITIONALS, SEPARATOR, SOLVED_ACCURACY, TASKS, check_case,
 } from "./train.js";
+import { element, escape, unique } from "./dom.js";
 
 const here = new URL(".", import.meta.url);
 const CHUNK_MS = 30; // train this long, then redraw and let the page answer
@@ -19,26 +20,9 @@ const EVAL_SLICES = 8; // the accuracy is measured in slices of the 256 sequence
 const EXAMPLE = [3, 1, 4, 1, 5];
 
 const pause = (ms = 0) => new Promise((done) => setTimeout(done, ms));
-const escape = (text) => String(text).replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
 const count = (n) => n.toLocaleString("en-US");
 const percent = (x) => `${(100 * x).toFixed(1)}%`;
 const token_label = (t) => (t === SEPARATOR ? "|" : String(t));
-
-function element(tag, attributes = {}, children = []) {
-  const node = document.createElement(tag);
-  for (const [name, value] of Object.entries(attributes)) {
-    if (name === "text") node.textContent = value;
-    else node.setAttribute(name, value);
-  }
-  node.append(...children);
-  return node;
-}
-
-let counter = 0;
-function unique(name) {
-  counter += 1;
-  return `book-live-train-${name}-${counter}`;
-}
 
 function format_loss(loss) {
   return loss >= 0.01 ? loss.toFixed(3) : loss.toExponential(1);

@@ -6,29 +6,10 @@
 // compares it with PyTorch's), and the container's data-state says "ready", "running", "done"
 // or "error".
 
+import { element, escape, unique } from "./dom.js";
 import { load_state_dict } from "./layers.js";
 
 const here = new URL(".", import.meta.url);
-
-function element(tag, attributes = {}, children = []) {
-  const node = document.createElement(tag);
-  for (const [name, value] of Object.entries(attributes)) {
-    if (name === "text") node.textContent = value;
-    else node.setAttribute(name, value);
-  }
-  node.append(...children);
-  return node;
-}
-
-function escape(text) {
-  return String(text).replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
-}
-
-let counter = 0;
-function unique(name) {
-  counter += 1;
-  return `book-live-${name}-${counter}`;
-}
 
 // Give the browser a moment to paint and to answer the reader (a long run stays responsive).
 const pause = (ms = 0) => new Promise((done) => setTimeout(done, ms));
