@@ -105,3 +105,28 @@ def live_site(site: Path, models: dict[str, Path], broken: str | None = None) ->
     script = "<script src='/assets/javascripts/book.js'></script>"
     write_page(site, "live", "<main>" + "".join(widgets) + "</main>" + script)
     return "/live/"
+
+
+def kernel_site(site: Path, name: str, exported: Path, broken: tuple[str, str, str] | None = None):
+    """A page with one widget that runs no trained model (``flash`` or ``train``), its code and
+    its exported files; `broken` is one edit of its code, ``(file, old text, new text)``.
+
+    Returns:
+        The page's URL path.
+    """
+    from booktools.live.widgets import widget_html
+
+    shutil.copytree(katex.installed(), site / "katex")
+    javascripts = site / "assets" / "javascripts"
+    shutil.copytree(LIVE_JS / "live", javascripts / "live")
+    shutil.copy(LIVE_JS / "book.js", javascripts / "book.js")
+    if broken is not None:
+        file, old, new = broken
+        code = javascripts / "live" / file
+        assert code.read_text().count(old) == 1, f"{file} no longer holds {old!r}"
+        code.write_text(code.read_text().replace(old, new))
+    shutil.copytree(exported, site / "live" / name)
+    widget = widget_html(name, "../", {"folder": name, "download_bytes": 20_000, "example": ""})
+    script = "<script src='/assets/javascripts/book.js'></script>"
+    write_page(site, name, f"<main>{widget}</main>{script}")
+    return f"/{name}/"

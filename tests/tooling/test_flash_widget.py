@@ -15,13 +15,12 @@ from pathlib import Path
 
 import pytest
 import torch
-from browser_sites import LIVE_JS, write_page
+from browser_sites import kernel_site
 from mkdocs.exceptions import PluginError
 
 from attention_book.flash.reference import naive_attention, tiled_attention_forward
 from booktools.browser.check import check_site
 from booktools.browser.serve import CHROMIUM_ARGS, find_chromium, launch
-from booktools.build import katex
 from booktools.build.state import BuildState
 from booktools.live import flash
 from booktools.live import widgets as live
@@ -54,21 +53,8 @@ def reference(tmp_path_factory) -> Path:
 
 def flash_site(site: Path, reference: Path, broken: str | None = None) -> str:
     """A page with the FlashAttention widget, its code (broken as named) and reference."""
-    shutil.copytree(katex.installed(), site / "katex")
-    javascripts = site / "assets" / "javascripts"
-    shutil.copytree(LIVE_JS / "live", javascripts / "live")
-    shutil.copy(LIVE_JS / "book.js", javascripts / "book.js")
-    if broken is not None:
-        code = javascripts / "live" / "flash.js"
-        old, new = BROKEN[broken]
-        assert code.read_text().count(old) == 1, f"flash.js no longer holds {old!r}"
-        code.write_text(code.read_text().replace(old, new))
-    shutil.copytree(reference, site / "live" / "flash")
-    widget = live.widget_html("flash", "../", {"folder": "flash", "download_bytes": 45_000,
-                                               "example": ""})  # fmt: skip
-    script = "<script src='/assets/javascripts/book.js'></script>"
-    write_page(site, "flash", f"<main>{widget}</main>{script}")
-    return "/flash/"
+    edit = ("flash.js", *BROKEN[broken]) if broken else None
+    return kernel_site(site, "flash", reference, edit)
 
 
 def test_the_reference_is_pytorchs_attention_on_lengths_that_are_no_multiple_of_the_tile(

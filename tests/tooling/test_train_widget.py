@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from browser_sites import LIVE_JS, write_page
+from browser_sites import kernel_site
 from mkdocs.exceptions import PluginError
 
 from attention_book.playground import (
@@ -29,7 +29,6 @@ from attention_book.playground import (
 )
 from booktools.browser.check import check_site
 from booktools.browser.serve import launch
-from booktools.build import katex
 from booktools.build.state import BuildState
 from booktools.live import train
 from booktools.live import widgets as live
@@ -194,21 +193,8 @@ def test_the_export_folder_is_named_after_the_trainers_and_the_study(monkeypatch
 
 def train_site(site: Path, reference: Path, broken: str | None = None) -> str:
     """A page with the training widget, its code (broken as named) and its reference."""
-    shutil.copytree(katex.installed(), site / "katex")
-    javascripts = site / "assets" / "javascripts"
-    shutil.copytree(LIVE_JS / "live", javascripts / "live")
-    shutil.copy(LIVE_JS / "book.js", javascripts / "book.js")
-    if broken is not None:
-        code = javascripts / "live" / "train.js"
-        old, new = BROKEN[broken]
-        assert code.read_text().count(old) == 1, f"train.js no longer holds {old!r}"
-        code.write_text(code.read_text().replace(old, new))
-    shutil.copytree(reference, site / "live" / "train")
-    facts = {"folder": "train", "download_bytes": 20_000, "example": ""}
-    widget = live.widget_html("train", "../", facts)
-    script = "<script src='/assets/javascripts/book.js'></script>"
-    write_page(site, "train", f"<main>{widget}</main>{script}")
-    return "/train/"
+    edit = ("train.js", *BROKEN[broken]) if broken else None
+    return kernel_site(site, "train", reference, edit)
 
 
 @pytest.fixture(scope="module")
