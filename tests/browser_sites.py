@@ -1,7 +1,8 @@
 """Tiny sites for the tests of the browser check: pages, a pixel, copy buttons, live widgets.
 
-`tests/tooling/test_browser_check.py` and `tests/tooling/test_browser_verdicts.py` build their
-sites from these in a temporary folder and run the real checker over them.
+`tests/tooling/test_browser_check.py`, `tests/tooling/test_browser_verdicts.py` and the tests of
+the FlashAttention and playground widgets build their sites from these in a temporary folder and
+run the real checker over them.
 """
 
 from __future__ import annotations
