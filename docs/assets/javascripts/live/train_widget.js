@@ -148,8 +148,8 @@ function build_sentence(study, found, seed) {
            `seed ${seed} is a run of your own.`;
   }
   const solved = found.solved_at[k];
-  const same = `With seed ${seed} your run is that same run, step for step (the same initial ` +
-               "weights, the same batches, the same float64 arithmetic)";
+  const same = `With seed ${seed} your run repeats it step for step, to rounding (the same ` +
+               "initial weights, the same batches, float64 arithmetic)";
   if (solved === null) {
     return `When the book was built, PyTorch did not solve it within ${limit} steps with seed ` +
            `${seed}: its accuracy was ${percent(found.final_accuracy[k])} at the end (${all}). ` +
