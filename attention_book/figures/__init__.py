@@ -23,14 +23,13 @@ an installed wheel.
 Computations that are not drawing (training runs, measurements) live in
 `attention_book.experiments`; the figure modules import them.
 
-What a figure is drawn from is declared, as a trained result's key is (`declaration`): each
-figure module has a ``VERSION``, which it bumps when what its figures show changes (a refactor,
-a comment or a moved helper changes nothing); the figure modules it imports add theirs; the
-experiment and data modules it imports add their ``VERSION`` constants and the keys in the
-store of the runs they declare. The site build keys every drawn figure by that declaration,
-`RENDER_VERSION` (how a figure is saved) and the library versions, and trains the declared runs
-a cold build lacks before it draws. The recorded fingerprints of what the figures show
-(``tests/recorded/figures.json``, `fingerprint`) keep the versions honest.
+What a figure is drawn from: the code of its module and of every module of the package it
+imports, and the stored runs it shows. The site build keys every drawn figure by a hash of that
+code with docstrings, comments and layout left out (`booktools.build.code_keys`), the keys of
+those runs in the store (`declaration`), `RENDER_VERSION` (how a figure is saved) and the
+library versions, and trains the declared runs a cold build lacks before it draws. A figure is
+cheap to draw again, so nothing needs to be bumped by hand: any change to the code it runs
+draws it again, and editing prose draws nothing.
 """
 
 from __future__ import annotations
@@ -74,7 +73,7 @@ CHAPTERS = tuple(
 RENDER_VERSION = 1
 
 #: The packages whose modules a figure's declaration follows: the drawing code, and the
-#: computations whose declared versions and runs it adds.
+#: computations whose declared runs it adds.
 _DECLARING = ("attention_book.figures.", "attention_book.experiments.", "attention_book.data.")
 
 
@@ -118,26 +117,23 @@ def _versions(module: object) -> dict[str, int]:
 
 
 def declaration(module: str) -> dict[str, Any]:
-    """What the figures of a figure module are drawn from, as the module and its imports declare.
+    """The stored runs the figures of a figure module show, as the modules it imports declare.
 
     It follows the module's imports (`_imports`) through the figure, experiment and data
     modules of the package, and gathers:
 
-    - ``figures``: the ``VERSION`` of the module and of every figure module it reaches (a
-      helper imported from another chapter's module draws with that module's version);
     - ``computations``: for every experiment and data module it reaches, its ``VERSION``
       constants and, for each run it declares (``RUNS``), the run's key in the store (None
       where that key needs another run's stored result, with the run's version instead);
     - ``runs``: the names of those runs, which a cold build trains before it draws.
+
+    The code the figures run is keyed apart, by its content (`booktools.build.code_keys`).
 
     Args:
         module: A figure module (``attention_book.figures.x``).
 
     Returns:
         The declaration, as JSON values.
-
-    Raises:
-        ValueError: If a figure module reached declares no integer ``VERSION``.
     """
     seen, todo = set(), [module]
     while todo:
@@ -145,23 +141,17 @@ def declaration(module: str) -> dict[str, Any]:
         if name not in seen:
             seen.add(name)
             todo += sorted(_imports(name))
-    figures, computations, runs = {}, {}, []
+    computations, runs = {}, []
     for name in sorted(seen):
-        imported = importlib.import_module(name)
         if name.startswith("attention_book.figures."):
-            if type(getattr(imported, "VERSION", None)) is not int:
-                raise ValueError(
-                    f"figure module {name} declares no VERSION: add `VERSION = 1` and bump it "
-                    "whenever what its figures show changes"
-                )
-            figures[name] = imported.VERSION
             continue
+        imported = importlib.import_module(name)
         declared = {}
         for run in getattr(imported, "RUNS", ()):
             declared[run.name] = run.key() or {"version": run.version, "key": None}
             runs.append(run.name)
         computations[name] = {"versions": _versions(imported), "runs": declared}
-    return {"figures": figures, "computations": computations, "runs": runs}
+    return {"computations": computations, "runs": runs}
 
 
 @dataclass

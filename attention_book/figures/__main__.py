@@ -14,8 +14,7 @@ draws and the cores are all used.
 ``--threads N`` sets PyTorch's number of threads before anything is drawn (the site build
 divides the cores between its workers). ``--list`` prints every figure's name, the module that
 lists it and ``results`` for a figure that shows benchmark results (``-`` otherwise), one per
-line, and draws nothing (``--record-fingerprints FILE`` records what every figure shows, with
-its module's version: ``make probes``): the preview of one figure is
+line, and draws nothing: the preview of one figure is
 ``python -m attention_book.figures NAME --out-dir /tmp/preview``. ``--declarations`` prints, as
 JSON, every figure's module and whether it shows benchmark results (``figures``), each module's
 `declaration` (``modules``), whether each run those declare is in the store (``stored``: None
@@ -56,12 +55,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--declarations", action="store_true", help="print what every figure is drawn from"
     )
-    parser.add_argument(
-        "--record-fingerprints",
-        type=Path,
-        metavar="FILE",
-        help="record what every figure shows (tests/recorded/figures.json)",
-    )
     args = parser.parse_args(argv)
     if args.threads is not None:
         import torch
@@ -85,15 +78,6 @@ def main(argv: list[str] | None = None) -> int:
     if args.list:
         for name, function in functions.items():
             print(name, function.__module__, "results" if needs_results(function) else "-")
-        return 0
-    if args.record_fingerprints is not None:
-        from attention_book.figures._fingerprint import fingerprints
-
-        found = fingerprints(list(functions), args.results_dir)
-        text = json.dumps(found, indent=1, sort_keys=True, ensure_ascii=False) + "\n"
-        args.record_fingerprints.write_text(text, encoding="utf-8")
-        checked = sum("fingerprint" in entry for entry in found.values())
-        print(f"recorded {len(found)} figures, {checked} with a fingerprint")
         return 0
     if args.declarations:
         import hashlib

@@ -170,8 +170,4 @@ def cues_heatmap_example() -> Figure:
 
 
 #: The figures of this module, in the order of the chapter.
-#: Bump when what this module's figures show changes: the build keys them by it
-#: (`attention_book.figures.declaration`), not by their source.
-VERSION = 1
-
 FIGURES = (cues_qkv_diagram, cues_pooling_weights, cues_heatmap_example)

@@ -479,10 +479,6 @@ def bahdanau_exercise_length_penalty() -> dict[str, str]:
 
 
 #: The figures and build-time tables of this module, in the order of the chapters.
-#: Bump when what this module's figures show changes: the build keys them by it
-#: (`attention_book.figures.declaration`), not by their source.
-VERSION = 2
-
 FIGURES = (
     bahdanau_diagram,
     bahdanau_summary,

@@ -319,10 +319,6 @@ def beyond_batching_facts() -> dict[str, str]:
     }
 
 
-#: Bump when what this module's figures show changes: the build keys them by it
-#: (`attention_book.figures.declaration`), not by their source.
-VERSION = 3
-
 FIGURES = (
     beyond_ring_errors_table,
     beyond_ring_costs_table,

@@ -470,10 +470,6 @@ def flash_tiling_explorer() -> Frames:
 
 
 #: The figures and build-time tables of this module, in the order of the chapter.
-#: Bump when what this module's figures show changes: the build keys them by it
-#: (`attention_book.figures.declaration`), not by their source.
-VERSION = 2
-
 FIGURES = (
     flash_tiling_loop,
     flash_tiling_explorer,

@@ -400,10 +400,6 @@ def flash_compile_mix(results_dir: Path) -> str:
 
 
 #: The build-time tables and the figure of this module, in the order of the chapter.
-#: Bump when what this module's figures show changes: the build keys them by it
-#: (`attention_book.figures.declaration`), not by their source.
-VERSION = 2
-
 FIGURES = (
     flash_compile_facts,
     flash_compile_resources,

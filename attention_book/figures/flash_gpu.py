@@ -191,8 +191,4 @@ def flash_gpu_results(results_dir: Path) -> str:
 
 
 #: The figures and build-time tables of this module, in the order of the page.
-#: Bump when what this module's figures show changes: the build keys them by it
-#: (`attention_book.figures.declaration`), not by their source.
-VERSION = 2
-
 FIGURES = (flash_roofline, flash_roofline_facts, flash_gpu_results)

@@ -31,8 +31,4 @@ def home_attention_weights() -> Figure:
 
 
 #: The figures of this module.
-#: Bump when what this module's figures show changes: the build keys them by it
-#: (`attention_book.figures.declaration`), not by their source.
-VERSION = 1
-
 FIGURES = (home_attention_weights,)

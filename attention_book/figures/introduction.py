@@ -168,10 +168,6 @@ def introduction_evidence_facts() -> dict[str, str]:
     return facts | introduction_verdict(bleu, exact)
 
 
-#: Bump when what this module's figures show changes: the build keys them by it
-#: (`attention_book.figures.declaration`), not by their source.
-VERSION = 2
-
 FIGURES = (
     introduction_bottleneck_diagram,
     introduction_exact_match_by_length,

@@ -293,10 +293,6 @@ def multihead_facts() -> dict[str, str]:
     }
 
 
-#: Bump when what this module's figures show changes: the build keys them by it
-#: (`attention_book.figures.declaration`), not by their source.
-VERSION = 1
-
 FIGURES = (
     multihead_accuracy_table,
     multihead_loss_curves,

@@ -352,10 +352,6 @@ def nw_exercise_without_leave_one_out() -> dict[str, str]:
 
 
 #: The figures and build-time tables of this module, in the order of the chapter.
-#: Bump when what this module's figures show changes: the build keys them by it
-#: (`attention_book.figures.declaration`), not by their source.
-VERSION = 2
-
 FIGURES = (
     nw_average_pooling,
     nw_gaussian_pooling,

@@ -310,10 +310,6 @@ def optimizations_facts() -> dict[str, str]:
 
 
 #: The figures and build-time tables of this module, in the order of the chapter.
-#: Bump when what this module's figures show changes: the build keys them by it
-#: (`attention_book.figures.declaration`), not by their source.
-VERSION = 3
-
 FIGURES = (
     optimizations_generation_sample,
     optimizations_cache_timings,

@@ -113,10 +113,6 @@ def optimizations_linear_facts() -> dict[str, str]:
 
 
 #: The figures and build-time tables of this module, in the order of the page.
-#: Bump when what this module's figures show changes: the build keys them by it
-#: (`attention_book.figures.declaration`), not by their source.
-VERSION = 2
-
 FIGURES = (
     optimizations_linear_scaling,
     optimizations_linear_crossover,

@@ -181,10 +181,6 @@ def optimizations_rope_error() -> dict[str, str]:
 
 
 #: The figures and build-time tables of this module, in the order of the page.
-#: Bump when what this module's figures show changes: the build keys them by it
-#: (`attention_book.figures.declaration`), not by their source.
-VERSION = 2
-
 FIGURES = (
     optimizations_rope_error,
     optimizations_loss_by_position,

@@ -157,10 +157,6 @@ def optimizations_sparse_patterns() -> Figure:
 
 
 #: The figures and build-time tables of this module, in the order of the page.
-#: Bump when what this module's figures show changes: the build keys them by it
-#: (`attention_book.figures.declaration`), not by their source.
-VERSION = 3
-
 FIGURES = (
     optimizations_rolling_buffer,
     optimizations_receptive_field,

@@ -403,10 +403,6 @@ def scoring_saturation_heatmaps() -> Figure:
 
 
 #: The figures and build-time tables of this module, in the order of the chapter.
-#: Bump when what this module's figures show changes: the build keys them by it
-#: (`attention_book.figures.declaration`), not by their source.
-VERSION = 2
-
 FIGURES = (
     scoring_masked_softmax,
     scoring_both_heatmaps,

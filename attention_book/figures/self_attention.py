@@ -433,10 +433,6 @@ def self_attention_encoding_dot_products() -> Figure:
 
 
 #: The figures and build-time tables of this module, in the order of the chapter.
-#: Bump when what this module's figures show changes: the build keys them by it
-#: (`attention_book.figures.declaration`), not by their source.
-VERSION = 2
-
 FIGURES = (
     self_attention_timing_plot,
     self_attention_timing_table,

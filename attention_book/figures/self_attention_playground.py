@@ -495,8 +495,4 @@ def playground_facts() -> dict[str, str]:
     return facts | playground_verdict(runs, recorded)
 
 
-#: Bump when what this module's figures show changes: the build keys them by it
-#: (`attention_book.figures.declaration`), not by their source.
-VERSION = 1
-
 FIGURES = (playground_steps_table, playground_training, playground_facts)

@@ -475,10 +475,6 @@ def transformer_facts() -> dict[str, str]:
     )
 
 
-#: Bump when what this module's figures show changes: the build keys them by it
-#: (`attention_book.figures.declaration`), not by their source.
-VERSION = 2
-
 FIGURES = (
     transformer_architecture,
     transformer_schedule,

@@ -150,10 +150,6 @@ def transformer_alignment_comparison() -> Figure:
     return fig
 
 
-#: Bump when what this module's figures show changes: the build keys them by it
-#: (`attention_book.figures.declaration`), not by their source.
-VERSION = 1
-
 FIGURES = (
     transformer_encoder_attention,
     transformer_decoder_self_attention,

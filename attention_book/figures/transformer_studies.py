@@ -458,10 +458,6 @@ def transformer_kv_cache_facts() -> dict[str, str]:
     return _study("kv_")
 
 
-#: Bump when what this module's figures show changes: the build keys them by it
-#: (`attention_book.figures.declaration`), not by their source.
-VERSION = 2
-
 FIGURES = (
     transformer_length_generalization,
     transformer_length_findings,

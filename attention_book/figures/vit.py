@@ -409,10 +409,6 @@ def vit_augmentation_facts() -> dict[str, str]:
     return values | vit_verdict(plain, shifted)
 
 
-#: Bump when what this module's figures show changes: the build keys them by it
-#: (`attention_book.figures.declaration`), not by their source.
-VERSION = 2
-
 FIGURES = (
     vit_patches,
     vit_lr_table,

@@ -401,10 +401,6 @@ def vit_window_cost() -> Figure:
     return fig
 
 
-#: Bump when what this module's figures show changes: the build keys them by it
-#: (`attention_book.figures.declaration`), not by their source.
-VERSION = 2
-
 FIGURES = (
     vit_cls_attention,
     vit_attention_distance,

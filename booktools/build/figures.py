@@ -7,13 +7,12 @@ table or a sentence of measured numbers, Markdown that a figure function returns
 build measured. The build finds every name the pages use (`referenced_names`), draws the
 missing ones with ``python -m attention_book.figures`` in parallel worker processes, one figure
 module per worker at a time (`render`), into ``.cache/figures/``, each under its own key
-(`figure_key`): what its module declares it is drawn from (`attention_book.figures.declaration`:
-the figure modules' ``VERSION``, the experiments' versions and the keys of the stored results
-they declare), a digest of what the store holds for those results, the library versions, and
-the committed benchmark results or recorded spreads it shows; never its source. A cold build
-first trains the declared runs that the figures need (`train_missing`), all cores at once,
-then draws. An unchanged figure is never drawn twice, and a comment or a refactor draws
-nothing. Figures are added to the site
+(`figure_key`): the code it runs, docstrings and comments left out (`booktools.build.code_keys`),
+the keys of the stored results it shows (`attention_book.figures.declaration`), a digest of what
+the store holds for those results, the library versions, and the committed benchmark results or
+recorded spreads it shows. A cold build first trains the declared runs that the figures need
+(`train_missing`), all cores at once, then draws. An unchanged figure is never drawn twice, and
+editing a docstring or a comment draws nothing. Figures are added to the site
 without writing into ``docs/`` (`add_figures`); the pages then show each figure in its light
 and dark variant, or with its slider (`light_and_dark_figures`), and get their fragments
 (`insert_fragments`). The tooling, not the package, knows where the results are: it passes
@@ -46,6 +45,7 @@ from mkdocs.structure.files import File, Files
 
 from attention_book.figures.__main__ import main as draw_figures
 from booktools import ROOT
+from booktools.build.code_keys import code_key
 from booktools.build.state import BuildState
 
 log = logging.getLogger("mkdocs.hooks.book")
@@ -95,15 +95,16 @@ def figure_index() -> dict[str, tuple[str, bool]]:
 
 
 def figure_key(module: str, shows_results: bool, results: Path = RESULTS) -> str:
-    """The key of a module's figures: what they are declared to be drawn from, never source.
+    """The key of a module's figures: the code they run and the results they read.
 
-    It covers the module's declaration (`attention_book.figures.declaration`: the ``VERSION``
-    of every figure module it reaches, the versions of the experiments it imports and the keys
-    of the runs they declare), a digest of what the store holds for each of those runs (a run
-    trained again under the same key, on another machine, holds other numbers), how figures
-    are saved (``RENDER_VERSION``), the versions of the
-    libraries that compute and draw, the committed benchmark results for a figure that shows
-    them, and the recorded spreads for a module whose sentences read them.
+    It covers the code of the module and of every package module it imports, without
+    docstrings, comments or layout (`booktools.build.code_keys.code_key`: editing prose draws
+    nothing again, any other edit of that code does), the module's declaration
+    (`attention_book.figures.declaration`: the keys of the stored runs it shows), a digest of
+    what the store holds for each of those runs (a run trained again under the same key, on
+    another machine, holds other numbers), how figures are saved (``RENDER_VERSION``), the
+    versions of the libraries that compute and draw, the committed benchmark results for a
+    figure that shows them, and the recorded spreads for a module whose sentences read them.
 
     Args:
         module: The figure's module (``attention_book.figures.x``).
@@ -118,6 +119,7 @@ def figure_key(module: str, shows_results: bool, results: Path = RESULTS) -> str
     digest = hashlib.sha256()
     versions = " ".join(f"{name} {version(name)}" for name in FIGURE_LIBRARIES)
     digest.update(f"{versions}\nrender {declared['render_version']}\n".encode())
+    digest.update(f"code {code_key(module)}\n".encode())
     digest.update(json.dumps(declaration, sort_keys=True).encode())
     for run in sorted(declaration["runs"]):  # what the store holds for it, not only its key
         digest.update(f"{run} {declared.get('digests', {}).get(run)}\n".encode())

@@ -96,7 +96,7 @@ KEYED = [
 ]
 
 
-def test_a_figure_key_changes_with_what_the_figure_declares_and_never_with_source(tmp_path):
+def test_a_figure_key_changes_with_the_code_it_runs_and_never_with_its_prose(tmp_path):
     import importlib
     import json
     import shutil
@@ -108,30 +108,26 @@ def test_a_figure_key_changes_with_what_the_figure_declares_and_never_with_sourc
     (tmp_path / "tests" / "recorded").mkdir(parents=True)
     (tmp_path / "tests" / "recorded" / "headlines.json").write_text("{}")
     comment = "\n# an edit\n"
-
-    def bump(module: str) -> list[str]:
-        """The module's VERSION line, and the same line one version later."""
-        version = importlib.import_module(module).VERSION
-        return [f"\nVERSION = {version}\n", f"\nVERSION = {version + 1}\n"]
-
+    version = importlib.import_module("attention_book.experiments.multihead").VERSION
     edits = [  # each step: the files it edits, then the keys are read again
-        [
-            ["attention_book/masking.py", "", comment],  # a module most figures reach
-            ["attention_book/experiments/multihead.py", "", comment],  # a refactor, a comment
+        [  # prose only: comments, and a docstring of a module most figures reach
+            ["attention_book/masking.py", "", comment],
+            ["attention_book/masking.py", "Softmax over the last axis", "Softmax on the last axis"],
+            ["attention_book/experiments/multihead.py", "", comment],
             ["attention_book/figures/bahdanau.py", "", comment],
         ],
-        # What the chapter trains changed, then what it draws.
-        [
-            [
-                "attention_book/experiments/multihead.py",
-                *bump("attention_book.experiments.multihead"),
-            ]
-        ],
-        [["attention_book/figures/bahdanau.py", *bump("attention_book.figures.bahdanau")]],
+        # The code of one chapter's experiment, then of one chapter's drawing.
+        [["attention_book/experiments/multihead.py", "", "\n_EDITED = 1\n"]],
+        [["attention_book/figures/bahdanau.py", "", "\n_EDITED = 1\n"]],
+        # The version of a run the figures show: its key in the store changes.
+        [["attention_book/experiments/multihead.py", f"\nVERSION = {version}\n",
+          f"\nVERSION = {version + 1}\n"]],
+        # A refactor of a module that every figure below reaches: each is drawn again.
+        [["attention_book/masking.py", "row_has_key", "has_visible_key"]],
         [["attention_book/figures/__init__.py", "RENDER_VERSION = 1", "RENDER_VERSION = 2"]],
         [["benchmarks/results/run.json", "", "{}"]],  # a committed benchmark result
         [["tests/recorded/headlines.json", "", " "]],  # the recorded spreads
-    ]
+    ]  # fmt: skip
     result = subprocess.run(
         [sys.executable, "-c", KEYS_SCRIPT, json.dumps(KEYED), json.dumps(edits)],
         cwd=tmp_path,
@@ -142,10 +138,12 @@ def test_a_figure_key_changes_with_what_the_figure_declares_and_never_with_sourc
     )
     assert result.returncode == 0, result.stderr[-3000:]
     found = [set(changed) for changed in json.loads(result.stdout)]
-    comments, experiment, figure, svg, results, spreads = found
-    assert comments == set()  # nothing is drawn again
+    prose, experiment, figure, bumped, masking, svg, results, spreads = found
+    assert prose == set()  # nothing is drawn again
     assert experiment == {"multihead"}
     assert figure == {"bahdanau"}
+    assert bumped == {"multihead"}
+    assert masking == {"multihead", "self_attention", "bahdanau", "flash"}
     assert svg == {"multihead", "self_attention", "bahdanau", "flash"}
     assert results == {"flash"}  # only the figures that show benchmark results
     assert spreads == {"multihead", "bahdanau"}  # only those whose sentences read the spreads
@@ -484,10 +482,10 @@ def test_a_value_of_the_build_is_written_into_a_sentence(tmp_path, monkeypatch):
 def test_a_figure_key_follows_what_the_store_holds_for_its_runs(monkeypatch, tmp_path):
     # The same declared key, trained again (another machine, another thread count): other
     # numbers in the store, so the figures that show them are drawn again.
-    module = "attention_book.figures.x"
+    module = "attention_book.figures.multihead"
     declared = {
         "render_version": 1,
-        "modules": {module: {"figures": {module: 1}, "computations": {}, "runs": ["run-a"]}},
+        "modules": {module: {"computations": {}, "runs": ["run-a"]}},
         "digests": {"run-a": "0123456789abcdef"},
     }
     monkeypatch.setattr(figures, "declarations", lambda: declared)

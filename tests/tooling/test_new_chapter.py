@@ -18,6 +18,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -164,8 +165,6 @@ def local_attention_error_plot() -> Figure:
     axes.set_ylabel("largest difference")
     return figure
 
-
-VERSION = 1
 
 FIGURES = (local_attention_error_plot,)
 '''
@@ -346,12 +345,19 @@ def test_the_chapter_is_in_the_map_the_learning_path_and_the_plan(chapter):
         "| | [Local attention](chapters/local-attention.md) | Attention inside a window of "
         "neighbours, against full attention |"
     ) in home
+    # Its row of the learning path and its item of the plan come last, numbered after the
+    # others (whatever their number is now).
+    path = re.findall(r"^\| (\d+) \| \[([^]]+)\]", home, flags=re.MULTILINE)
+    assert path[-1] == (str(len(path)), "Local attention")
     assert (
-        "| 13 | [Local attention](chapters/local-attention.md) | Transformer optimizations |"
-        in (home)
+        f"| {len(path)} | [Local attention](chapters/local-attention.md) | Transformer "
+        "optimizations |" in home
     )
     plan = chapter["pages"]["chapters/introduction.md"]
-    assert "12. [Local attention](local-attention.md): attention limited to a window" in plan
+    items = re.findall(r"^(\d+)\. \[([^]]+)\]\(", plan, flags=re.MULTILINE)
+    assert items[-1] == (str(len(items)), "Local attention")
+    item = f"{len(items)}. [Local attention](local-attention.md): attention limited to a window"
+    assert item in plan
 
 
 def test_the_chapter_is_in_the_api_reference(chapter):
@@ -389,8 +395,11 @@ def test_the_figure_is_found_and_its_run_trained_and_recorded_by_commands(chapte
     assert (out / "local_attention_error_plot.svg").exists()
     assert any((tmp_path / "store").iterdir())  # the run, stored by `cached`
     recorded = repo / "tests" / "recorded" / "probes.json"
+    others = json.loads(recorded.read_text(encoding="utf-8"))
     package_command(
         repo, tmp_path, "attention_book.experiments", "record-probes", str(recorded),
         "--run", "local-attention",
     )  # fmt: skip
-    assert "local-attention" in json.loads(recorded.read_text(encoding="utf-8"))
+    now = json.loads(recorded.read_text(encoding="utf-8"))
+    assert now.pop("local-attention")["version"] == 1
+    assert now == others  # no other run's record is rewritten
