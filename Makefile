@@ -3,10 +3,10 @@
 #   make test    set up, then run the whole gate (what CI runs)
 #   make page PAGE=docs/chapters/x.md   the same gate for one page (see CONTRIBUTING.md)
 #   make notebooks   run every chapter's downloadable notebook (CI runs it after make test)
-#   make probes      record the probes of the experiments and what the figures show
-#                    (tests/recorded/probes.json, tests/recorded/figures.json)
-#   make crossmachine   train the experiments under other CPU arithmetic, referee and read them
-#                       (RECORD=1: under every variant, and record their spread first)
+#   make probes RUN=name      record the probe of a new or bumped run (tests/recorded/probes.json)
+#   make crossmachine RECORD=1 RUN=name   record the run's spread over five variants
+#                       (tests/recorded/headlines.json); without RUN, every run; without
+#                       RECORD, train under other CPU arithmetic, referee and read them
 #   make drift       the unit tests and snippets on the newest releases, no pins (CI: weekly)
 # Every target installs what it needs first; nothing relies on what was installed by hand.
 
@@ -124,20 +124,23 @@ drift:
 	  --junitxml=drift-report/snippets.xml || status=1; \
 	exit $$status
 
-# Record the probes of the declared runs (see CONTRIBUTING.md, "A training run"): after a
-# VERSION bump.
+# Record the probe of a new run, or of one whose VERSION was bumped (see CONTRIBUTING.md, "A
+# training run"): RUN names it (several: RUN="a b"); without RUN, every run is probed, and only
+# new runs and runs at a new VERSION are written: an entry that agrees is never rewritten.
 probes: setup
-	$(BIN)/python -m attention_book.experiments record-probes tests/recorded/probes.json
-	$(BIN)/python -m attention_book.figures --record-fingerprints tests/recorded/figures.json \
-	  --results-dir benchmarks/results
+	$(BIN)/python -m attention_book.experiments record-probes tests/recorded/probes.json \
+	  $(foreach run,$(RUN),--run $(run))
 
 # Other machines, emulated (booktools/checks/crossmachine.py): every declared run trained under AVX2
 # and under the plainest kernels, each into its own store in .cache/crossmachine/, then the
 # referee and the verdict tests on each; the table of numbers goes to .cache/crossmachine/table.md.
 # RECORD=1 trains five variants (three arithmetics, two more seeds) and records their spread in
-# tests/recorded/headlines.json first. About 10 minutes a variant on two cores. CI: weekly.
+# tests/recorded/headlines.json first. RUN=name (several: RUN="a b") trains, records and checks
+# those runs only, the variants side by side: a minute-long run's five variants take minutes.
+# Without RUN, every run: about 10 minutes a variant on two cores. CI: weekly.
 crossmachine: setup
-	$(BIN)/python -m booktools.checks.crossmachine $(if $(RECORD),--record)
+	$(BIN)/python -m booktools.checks.crossmachine $(if $(RECORD),--record) \
+	  $(foreach run,$(RUN),--run $(run))
 
 # A Chromium for the browser check: Debian's chromium, installed when none is found (root, or
 # sudo). A Chrome that is already installed (as on GitHub's runners) is used as it is.

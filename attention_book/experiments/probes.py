@@ -279,23 +279,24 @@ def check_probes(recorded: Mapping[str, Any], now: Mapping[str, Any], runs: list
 
 
 def record_probes(path: Path, runs: list[Run] | None = None, *, force: bool = False) -> list[str]:
-    """Run the probes and write their fingerprints to `path`.
+    """Run the probes and record in `path` those that are new or at a new version.
 
-    Recording every declared run drops the entries of runs no longer declared; recording some
-    keeps the other runs' entries.
-
-    A run whose fingerprint changed while its ``VERSION`` did not is refused (its old entry
-    stays): a new computation needs a new version, or a stale result would be loaded. Only
-    where the library versions changed, or with `force` (the same code on another machine),
-    is it recorded anyway.
+    Only what changed is written: a run whose probe agrees with its entry (within
+    `PROBE_RTOL`) keeps that entry as it is, so recording on a machine that rounds differently
+    rewrites nothing of the other runs. A run recorded at another ``VERSION``, or not at all,
+    gets its new fingerprint. A run whose fingerprint changed while its ``VERSION`` did not is
+    refused (its old entry stays): a new computation needs a new version, or a stale result
+    would be loaded. Only where the library versions changed, or with `force` (the same code on
+    a machine whose rounding moves it past the tolerance), is it recorded anyway. Recording
+    every declared run also drops the entries of runs no longer declared.
 
     Args:
         path: The JSON file of recorded probes.
-        runs: The runs to record; every declared run by default.
+        runs: The runs to probe; every declared run by default.
         force: Record even a changed fingerprint at the same version.
 
     Returns:
-        The refusals, one message per refused run; empty if everything was recorded.
+        The refusals, one message per refused run; empty if everything was recorded or kept.
     """
     everything = runs is None
     runs = declared_runs() if runs is None else runs
@@ -310,6 +311,8 @@ def record_probes(path: Path, runs: list[Run] | None = None, *, force: bool = Fa
         old, new = recorded.get(run.name), now[run.name]
         same_version = old is not None and old["version"] == run.version
         changed = same_version and differences(old["fingerprint"], new["fingerprint"])
+        if same_version and not changed:
+            continue  # the same computation: its entry stays, this machine's rounding unwritten
         if changed and old["libraries"] == new["libraries"] and not force:
             refused.append(
                 f"{run.name}: its probe computes differently at the same {run.version_name} "

@@ -206,7 +206,11 @@ def recorded_pairs(first: tuple[str, str], second: tuple[str, str]) -> list[tupl
 
 
 def record_headlines(
-    path: Path, runs: list[Run], variants: Mapping[str, Mapping[str, Mapping[str, float]]]
+    path: Path,
+    runs: list[Run],
+    variants: Mapping[str, Mapping[str, Mapping[str, float]]],
+    *,
+    capability: str | None = None,
 ) -> dict[str, Any]:
     """Write the headline numbers of every variant to `path`.
 
@@ -218,6 +222,9 @@ def record_headlines(
         runs: The declared runs.
         variants: ``{variant: {run name: {label: number}}}``, e.g. from `headline_numbers`
             of each variant's store.
+        capability: The kernels the recording machine's native variant ran (``"AVX512"``);
+            by default those of this process (`cpu_capability`), which the caller's variables
+            may hold to other kernels.
 
     Returns:
         The file's new content.
@@ -234,7 +241,7 @@ def record_headlines(
         kept = old.get("variants", {}) if old.get("version") == run.version else {}
         recorded[run.name] = {
             "version": run.version,
-            "recorded_on": f"{cpu_capability()} kernels, torch {torch.__version__}",
+            "recorded_on": f"{capability or cpu_capability()} kernels, torch {torch.__version__}",
             "variants": {**kept, **fresh},
         }
     text = json.dumps(recorded, indent=1, sort_keys=True, ensure_ascii=False) + "\n"

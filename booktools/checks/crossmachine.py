@@ -17,19 +17,27 @@ Usage::
 
     python -m booktools.checks.crossmachine            # make crossmachine: AVX2 and plain kernels
     python -m booktools.checks.crossmachine --record   # all variants, then record their spread
+    python -m booktools.checks.crossmachine --record --run vit   # one run (repeatable)
 
 ``--record`` trains the five variants of `RECORDED` (the native arithmetic, AVX2, the plainest
 kernels, and two more seeds under AVX2) and writes their numbers to
 ``tests/recorded/headlines.json``, keeping other machines' variants of the same version.
+``--run NAME`` trains, records and checks that run only (``make crossmachine RECORD=1
+RUN=NAME``): the other runs' records are not touched, and the verdict tests are those of the
+chapters whose figures show it. The variants train side by side, `--jobs` at a time, each
+writing its progress to ``.cache/crossmachine/<variant>/train.log``. A variant is labelled with
+the kernels its own process ran (``native AVX512``), not with those of the caller.
 """
 
 from __future__ import annotations
 
 import argparse
+import ast
 import json
 import os
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -38,7 +46,6 @@ from attention_book.experiments.spread import (
     HEADLINES,
     allowed_range,
     check_headlines,
-    cpu_capability,
     record_headlines,
 )
 from attention_book.store import COMPUTE_TIMES
@@ -89,12 +96,26 @@ def parse_variant(name: str) -> tuple[str, int]:
     return setting, int(seed[5:]) if seed else 0
 
 
-def variant_label(name: str) -> str:
-    """The name a variant is recorded under: "native" becomes this machine's kernels."""
+def variant_label(name: str, capability: str) -> str:
+    """The name a variant is recorded under: the kernels its training process actually ran.
+
+    Args:
+        name: The variant (``"native"``, ``"avx2 seed+1"``).
+        capability: What ``torch.backends.cpu.get_cpu_capability()`` said in the process that
+            trained it (``trained.json``'s ``cpu``), not in the caller, whose own variables may
+            hold it to other kernels.
+
+    Returns:
+        ``"native AVX512"`` for the native setting; the name itself for a setting that ran
+        the kernels it names; otherwise the name followed by what ran (``"avx2 (ran
+        DEFAULT)"``: a CPU without AVX2).
+    """
     setting, offset = parse_variant(name)
-    if setting != "native":
-        return name
-    return f"native {cpu_capability()}" + (f" seed+{offset}" if offset else "")
+    if setting == "native":
+        return f"native {capability}" + (f" seed+{offset}" if offset else "")
+    if capability.lower() != SETTINGS[setting]["ATEN_CPU_CAPABILITY"]:
+        return f"{name} (ran {capability})"
+    return name
 
 
 def environment(name: str) -> dict[str, str]:
@@ -107,27 +128,76 @@ def environment(name: str) -> dict[str, str]:
     return env
 
 
-def train(name: str, jobs: int) -> dict[str, Any]:
-    """Train every declared run under one variant (what its store lacks) and read its numbers."""
-    numbers = OUT / name.replace(" ", "-") / "trained.json"
+def train(name: str, jobs: int, runs: list[str] | None = None) -> dict[str, Any]:
+    """Train the declared runs (or `runs`) under one variant, what its store lacks; read them.
+
+    The training's output goes to the variant's ``train.log``.
+    """
+    folder = OUT / name.replace(" ", "-")
+    folder.mkdir(parents=True, exist_ok=True)
+    numbers = folder / "trained.json"
     command = [sys.executable, "-m", "attention_book.experiments", "train", str(numbers)]
-    print(f"crossmachine: training the declared runs, variant {name!r}", flush=True)
-    subprocess.run([*command, "--jobs", str(jobs)], env=environment(name), check=True)
+    command += ["--jobs", str(jobs), *(a for run in runs or () for a in ("--run", run))]
+    print(f"crossmachine: training variant {name!r} (log: {folder / 'train.log'})", flush=True)
+    with open(folder / "train.log", "w", encoding="utf-8") as log:
+        done = subprocess.run(command, env=environment(name), stdout=log, stderr=log)
+    if done.returncode != 0:
+        raise SystemExit(f"crossmachine: training variant {name!r} failed: see {log.name}")
     trained = json.loads(numbers.read_text(encoding="utf-8"))
     # The CPU seconds each run took when it was computed (a run already stored only loads).
     times = Path(environment(name)["ATTENTION_BOOK_CACHE"]) / COMPUTE_TIMES
     computed = json.loads(times.read_text(encoding="utf-8")) if times.exists() else {}
     for run_name, entry in trained["runs"].items():
         entry["cpu_seconds"] = computed.get(run_name, {}).get("cpu_seconds", entry["cpu_seconds"])
+    print(f"crossmachine: variant {name!r} trained", flush=True)
     return trained
 
 
-def verdict_tests(name: str) -> bool:
+def train_variants(names: list[str], jobs: int, runs: list[str] | None) -> dict[str, Any]:
+    """Train the variants side by side, `jobs` processes in all.
+
+    With few runs (a contributor's one run), the variants share the cores; with every run,
+    each variant's runs do.
+    """
+    few = runs is not None and len(runs) < jobs
+    at_once = max(1, min(jobs, len(names))) if few else 1
+    each = max(1, jobs // at_once)
+    with ThreadPoolExecutor(at_once) as pool:
+        trained = list(pool.map(lambda name: train(name, each, runs), names))
+    return dict(zip(names, trained, strict=True))
+
+
+def verdict_files(runs: list[str] | None = None) -> list[str]:
+    """The verdict tests: all of them, or those of the chapters whose figures show `runs`.
+
+    A verdict test file reads the figure modules it imports; it is chosen when one of those
+    declares one of the runs (`attention_book.figures.declaration`).
+    """
+    from attention_book.figures import declaration
+
+    files = sorted((ROOT / "tests" / "experiments").glob("test_*_figures.py"))
+    if runs is None:
+        return [str(p.relative_to(ROOT)) for p in files]
+    chosen = []
+    for path in files:
+        modules = {
+            node.module if isinstance(node, ast.ImportFrom) else alias.name
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+            if isinstance(node, ast.ImportFrom | ast.Import)
+            for alias in node.names
+        }
+        figures = {m for m in modules if m and m.startswith("attention_book.figures.")}
+        if any(set(runs) & set(declaration(m)["runs"]) for m in figures):
+            chosen.append(str(path.relative_to(ROOT)))
+    return chosen
+
+
+def verdict_tests(name: str, files: list[str]) -> bool:
     """Run the tests that hold the build's sentences to the stored results, on a variant's."""
-    tests = sorted(
-        str(p.relative_to(ROOT)) for p in (ROOT / "tests" / "experiments").glob("test_*_figures.py")
-    )
-    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *tests]
+    if not files:
+        print(f"crossmachine: no verdict test reads these runs (variant {name!r})", flush=True)
+        return True
+    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *files]
     print(f"crossmachine: the verdict tests on variant {name!r}", flush=True)
     return subprocess.run(command, env=environment(name), cwd=ROOT).returncode == 0
 
@@ -178,30 +248,40 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m booktools.checks.crossmachine")
     parser.add_argument("--variants", help=f"comma-separated (default: {','.join(CHECKED)})")
     parser.add_argument("--record", action="store_true", help="record the spread first")
-    parser.add_argument("--jobs", type=int, default=2, help="runs trained at a time")
+    parser.add_argument("--run", action="append", help="only this run (repeatable)")
+    parser.add_argument("--jobs", type=int, default=2, help="processes that train at once")
     args = parser.parse_args(argv)
     default = RECORDED if args.record else CHECKED
     names = args.variants.split(",") if args.variants else list(default)
     for name in names:
         parse_variant(name)  # fail before training anything
-    trained = {name: train(name, args.jobs) for name in names}
     runs = declared_runs()
+    if args.run:
+        unknown = sorted(set(args.run) - {run.name for run in runs})
+        if unknown:
+            parser.error(f"no declared run named {unknown} (runs: {[r.name for r in runs]})")
+        runs = [run for run in runs if run.name in args.run]
+    trained = train_variants(names, args.jobs, args.run)
     numbers = {
-        variant_label(name): {r: e["numbers"] for r, e in t["runs"].items() if "numbers" in e}
+        variant_label(name, t["cpu"]): {
+            r: e["numbers"] for r, e in t["runs"].items() if "numbers" in e
+        }
         for name, t in trained.items()
     }
     if args.record:
-        record_headlines(HEADLINES, runs, numbers)
-        print(f"crossmachine: recorded {len(numbers)} variants in {HEADLINES}")
+        native = next((t["cpu"] for n, t in trained.items() if n.startswith("native")), None)
+        record_headlines(HEADLINES, runs, numbers, capability=native)
+        print(f"crossmachine: recorded {len(numbers)} variants of {len(runs)} runs in {HEADLINES}")
     recorded = json.loads(HEADLINES.read_text(encoding="utf-8"))
     failed = []
+    files = verdict_files(args.run)
     for name, label in zip(names, numbers, strict=True):
         problems = check_headlines(recorded, runs, numbers[label])
         for problem in problems:
             print(f"[{name}] {problem}", file=sys.stderr)
         if problems:
             failed.append(f"{name}: referee")
-        if not verdict_tests(name):
+        if not verdict_tests(name, files):
             failed.append(f"{name}: verdict tests")
     text = table(trained, recorded)
     OUT.mkdir(parents=True, exist_ok=True)

@@ -158,6 +158,21 @@ def test_recording_refuses_a_changed_computation_at_the_same_version(tmp_path):
     assert record_probes(path, [_run({"loss": [2.0]}, version=2)], force=True) == []
 
 
+def test_recording_again_keeps_an_agreeing_entry_as_it_was_written(tmp_path):
+    # Another machine rounds the same computation a little differently: nothing is rewritten.
+    path = tmp_path / "probes.json"
+    record_probes(path, [_run({"loss": [1.0]})])
+    written = path.read_text()
+    rounded = _run({"loss": [1.0 * (1 + PROBE_RTOL / 10)]})
+    assert record_probes(path, [rounded]) == []
+    assert path.read_text() == written
+    other = Run("other", 1, probe=lambda: {"loss": [3.0]}, result=dict, key=dict, module="m")
+    assert record_probes(path, [rounded, other]) == []  # a new run is added, demo untouched
+    entries = json.loads(path.read_text())
+    assert entries["demo"]["fingerprint"] == {"loss": [1.0]}
+    assert entries["other"]["fingerprint"] == {"loss": [3.0]}
+
+
 # --- shown failing on a broken copy ----------------------------------------------------------
 
 

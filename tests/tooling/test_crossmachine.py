@@ -5,7 +5,15 @@ from __future__ import annotations
 import pytest
 
 from booktools.checks import crossmachine
-from booktools.checks.crossmachine import CHECKED, RECORDED, environment, parse_variant, table
+from booktools.checks.crossmachine import (
+    CHECKED,
+    RECORDED,
+    environment,
+    parse_variant,
+    table,
+    variant_label,
+    verdict_files,
+)
 
 
 def test_variants_name_a_setting_and_a_seed_offset():
@@ -45,3 +53,38 @@ def test_the_table_shows_each_number_in_each_variant_with_its_allowed_range():
     text = table(trained, recorded)
     assert "| multihead | accuracy %, 1 head | 58.1 | 57.5 | 57 to 59 | 56 to 60 |" in text
     assert "| multihead | 15 | 40 |" in text and "| **all** | 15 | 40 |" in text
+
+
+def test_a_variant_is_labelled_with_the_kernels_its_own_process_ran(monkeypatch):
+    # The caller held to AVX2 does not make the native variant "native AVX2".
+    monkeypatch.setenv("ATEN_CPU_CAPABILITY", "avx2")
+    assert variant_label("native", "AVX512") == "native AVX512"
+    assert variant_label("native seed+1", "AVX512") == "native AVX512 seed+1"
+    assert variant_label("avx2", "AVX2") == "avx2"
+    assert variant_label("avx2 seed+2", "AVX2") == "avx2 seed+2"
+    assert variant_label("avx2", "DEFAULT") == "avx2 (ran DEFAULT)"  # a CPU without AVX2
+    assert variant_label("default", "DEFAULT") == "default"
+
+
+def test_one_run_is_checked_by_the_verdict_tests_of_the_chapters_that_show_it():
+    every = verdict_files()
+    assert "tests/experiments/test_multihead_figures.py" in every
+    assert verdict_files(["multihead"]) == ["tests/experiments/test_multihead_figures.py"]
+    assert "tests/experiments/test_multihead_figures.py" not in verdict_files(["vit"])
+    assert set(verdict_files(["vit"])) < set(every)
+
+
+def test_one_run_trains_its_variants_side_by_side(monkeypatch):
+    calls = []
+
+    def train(name, jobs, runs):
+        calls.append((name, jobs, runs))
+        return {"cpu": "AVX2", "runs": {}}
+
+    monkeypatch.setattr(crossmachine, "train", train)
+    trained = crossmachine.train_variants(["avx2", "default"], 2, ["multihead"])
+    assert list(trained) == ["avx2", "default"]
+    assert sorted(calls) == [("avx2", 1, ["multihead"]), ("default", 1, ["multihead"])]
+    calls.clear()
+    crossmachine.train_variants(["avx2", "default"], 2, None)  # every run: one variant at a time
+    assert calls == [("avx2", 2, None), ("default", 2, None)]
