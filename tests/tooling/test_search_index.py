@@ -103,9 +103,18 @@ def test_an_index_over_its_weight_fails(tmp_path: Path, monkeypatch):
     noise = "".join(random.choice("abcdefghij ") for _ in range(20_000))
     write_index(tmp_path, [{"location": "api/x/", "title": "x", "text": noise}])
     check_search_index(tmp_path, {})
-    monkeypatch.setattr(search_index, "MAX_INDEX_BYTES", 5_000)
-    with pytest.raises(PluginError, match="over the 5 kB it may"):
+    monkeypatch.setattr(search_index, "INDEX_BASE_BYTES", 5_000)
+    with pytest.raises(PluginError, match="over the 5 kB it may with 0 chapter pages"):
         check_search_index(tmp_path, {})
+    # Each chapter page brings its own share of the budget.
+    chapters = [{"location": f"chapters/c{i}/", "title": "c", "text": ""} for i in range(3)]
+    write_index(tmp_path, [{"location": "api/x/", "title": "x", "text": noise}, *chapters])
+    assert "of 12 kB for 3 chapter pages" in check_search_index(tmp_path, {})
+
+
+def test_the_budget_grows_with_the_chapters():
+    assert search_index.max_index_bytes(49) - search_index.max_index_bytes(48) == 2_500
+    assert search_index.max_index_bytes(48) == 180_000
 
 
 def test_api_pages_weigh_less_in_the_search_unless_their_page_says_otherwise():
