@@ -65,12 +65,17 @@ workflows: setup
 unit: setup
 	$(BIN)/pytest -n auto tests/
 
-# One page: the docs check of it, its snippets, the strict build, the browser check of it alone.
+# One page: the docs check of it, the structural tests a new page or module can break (the nav,
+# the API reference, the module lists, the reading budgets: seconds), its snippets, the strict
+# build, the browser check of it alone.
 # A page without a runnable block makes pytest exit with 5 ("no tests ran"): that is not a failure.
+STRUCTURE_TESTS := tests/docs/test_api_pages.py tests/package/test_module_lists.py \
+	tests/tooling/test_reading.py tests/tooling/test_structure.py
 page: setup chromium
 	@case "$(PAGE)" in docs/*.md|README.md) test -f "$(PAGE)";; *) false;; esac || { \
 	  echo "usage: make page PAGE=docs/chapters/<page>.md (got PAGE='$(PAGE)')"; exit 2; }
 	$(BIN)/python -m booktools.checks.docs "$(PAGE)"
+	$(BIN)/pytest -q -p no:cacheprovider $(STRUCTURE_TESTS)
 	@TRITON_INTERPRET=$${TRITON_INTERPRET:-$$($(BIN)/python -c \
 	  "import torch; print(0 if torch.cuda.is_available() else 1)")} \
 	  $(BIN)/pytest --codeblocks -p no:cacheprovider "$(PAGE)"; status=$$?; \

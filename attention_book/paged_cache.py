@@ -139,9 +139,9 @@ class PagedKVCache:
         shared_tail = start % self.block_size != 0 and self.ref_counts[table[-1]] > 1
         if needed + shared_tail > len(self.free):
             raise ValueError(
-                f"the cache is out of blocks: seq_id={seq_id} needs {needed + shared_tail} more "
-                f"block(s) of block_size={self.block_size} and {len(self.free)} of "
-                f"num_blocks={self.num_blocks} are free"
+                f"out of blocks: seq_id={seq_id} needs {needed + shared_tail} more of "
+                f"block_size={self.block_size}, {len(self.free)} of num_blocks={self.num_blocks} "
+                "are free"
             )
         if shared_tail:  # copy-on-write: this sequence gets its own copy of the shared block
             table[-1] = self._copy_block(table[-1])

@@ -8,7 +8,8 @@ by concern:
 - `booktools.build`: the MkDocs plugin (`booktools.build.plugin`, its events) and what they do:
   `booktools.build.state` (what one build keeps between events), `booktools.build.structure`
   (the chapter map, the learning path, the plan of the book and the API pages, made from the
-  nav), `booktools.build.figures` (figures and build fragments), `booktools.build.listings`
+  nav), `booktools.build.figures` (figures and build fragments, keyed by the code they run:
+  `booktools.build.code_keys`), `booktools.build.listings`
   (the package's source in the chapters), `booktools.build.notes` (the "first run trains"
   notes), `booktools.build.printed` (what a marked block printed, under it),
   `booktools.build.notebooks` (a notebook per chapter), `booktools.build.katex` (math),

@@ -51,6 +51,10 @@ SKIP = re.compile(
 
 #: The line after a block whose output the build writes under it (`booktools.build.printed`).
 PRINTED = re.compile(r"^(?P<indent>\s*)<!--\s*book:printed\s*-->\s*$")
+#: The most characters a line of shown output may have: a longer one scrolls sideways under
+#: its block (the browser check fails on that). The docs check holds expected outputs to it, the
+#: snippet run what a marked block prints, and the build what it writes under such a block.
+PRINTED_WIDTH = 100
 
 OUTPUT_MARK = "pytest-codeblocks:expected-output"
 CONTINUATION_MARK = "pytest-codeblocks:cont"

@@ -5,6 +5,7 @@
 - `booktools.build.structure`: the chapter map, the learning path, the plan of the book and the
   API reference (its pages, their nav and their index), made from the nav;
 - `booktools.build.figures`: figures and build fragments drawn at build time, cached per figure;
+- `booktools.build.code_keys`: the figures' key, a hash of the code they run without its prose;
 - `booktools.build.listings`: listings of the package's source, docstrings cut to their summary;
 - `booktools.build.notes`: the "first run trains" note before a block that trains;
 - `booktools.build.notebooks`: one downloadable notebook per chapter;

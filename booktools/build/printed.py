@@ -40,7 +40,7 @@ from mkdocs.plugins import get_plugin_logger
 
 from booktools import ROOT
 from booktools.build.figures import CACHE, FIGURE_LIBRARIES, declarations, render_jobs
-from booktools.markdown import PRINTED, printed_chains
+from booktools.markdown import PRINTED, PRINTED_WIDTH, printed_chains
 
 log = get_plugin_logger(__name__)
 
@@ -49,10 +49,6 @@ PRINTED_VERSION = 1
 
 #: The most seconds one block may run at build time.
 TIMEOUT = 900
-
-#: The most characters a printed line may have: a longer one scrolls sideways under the block
-#: (the browser check fails on that), so the build names the block at once.
-PRINTED_WIDTH = 100
 
 #: The line under each printed output.
 CAPTION = "*What this block printed when the page was built.*"

@@ -1,6 +1,6 @@
 """The rules of the pages, checked as the gate's docs check: ``python -m booktools.checks.docs``.
 
-Seven rules, each a function that returns one line per problem (``PAGE:LINE: why``):
+Nine rules, each a function that returns one line per problem (``PAGE:LINE: why``):
 
 - `fence_problems`: no code block may silently escape execution. pytest-codeblocks runs a
   fence only when its info string is exactly ``python``, ``sh`` or ``bash``; every other fence
@@ -34,6 +34,9 @@ Seven rules, each a function that returns one line per problem (``PAGE:LINE: why
   ...)``), so that an example reads itself. The classes keep their d2l signatures: a reader's
   positional call still works, and a page that shows one on purpose says so on its line
   (`D2L_CALL`).
+- `width_problems`: no line of a block's expected output is wider than ``PRINTED_WIDTH``
+  (100) characters: a wider one scrolls sideways. What a block marked ``<!--book:printed-->``
+  prints is known only when it runs: the snippet run holds it to the same width.
 
 ``make test`` runs it on every page (and ``README.md``); ``make page`` on one. The tests of
 ``tests/`` check that each rule can fail and lets through what the book allows.
@@ -51,7 +54,7 @@ import tempfile
 from pathlib import Path
 
 from booktools import ROOT
-from booktools.markdown import fences, pieces, printed_chains
+from booktools.markdown import PRINTED_WIDTH, fences, pieces, printed_chains
 
 #: The pages the rules read: every Markdown file of ``docs/``, and the README.
 PAGES = [*sorted((ROOT / "docs").rglob("*.md")), ROOT / "README.md"]
@@ -65,8 +68,9 @@ LINT_RULES = ["--select", "E,F,W,B,UP", "--ignore", "E501"]
 SEED = re.compile(r"(?<![\w-])seed(?:'s|’s)?(?![\w-])", re.I)
 #: A word just before "seed" that makes it a random seed.
 RANDOM_BEFORE = {
-    "a", "and", "another", "by", "different", "each", "every", "first", "fixed", "highest",
-    "its", "last", "lowest", "one", "or", "other", "per", "random", "same", "second", "third",
+    "a", "and", "another", "any", "by", "chosen", "different", "each", "every", "first",
+    "fixed", "given", "highest", "initial", "its", "last", "lowest", "new", "one", "or",
+    "other", "per", "random", "same", "second", "single", "such", "third", "training", "your",
 }  # fmt: skip
 #: What may follow "seed" to make it a random seed: a number, "= 0", "by seed".
 RANDOM_AFTER = re.compile(r"\s*(?:=\s*\d|\d|by seed\b)", re.I)
@@ -387,6 +391,26 @@ def printed_problems(text: str) -> list[str]:
     return found
 
 
+def width_problems(text: str) -> list[str]:
+    """Lines of a block's expected output wider than `PRINTED_WIDTH`: they scroll sideways.
+
+    Args:
+        text: A Markdown page.
+
+    Returns:
+        ``line N: why`` for each such line (the snippet run holds what a block marked
+        ``<!--book:printed-->`` prints to the same width).
+    """
+    return [
+        f"line {fence.line + 1 + k}: a line of expected output of {len(line)} characters, over "
+        f"the {PRINTED_WIDTH} a code block shows without scrolling: print less per line"
+        for fence in fences(text)
+        if fence.is_output
+        for k, line in enumerate(fence.body)
+        if len(line) > PRINTED_WIDTH
+    ]
+
+
 def _name(page: Path) -> str:
     return page.relative_to(ROOT).as_posix() if page.is_relative_to(ROOT) else str(page)
 
@@ -411,6 +435,7 @@ def check(pages: list[Path], every_page: bool) -> list[str]:
         found += [f"{_name(page)}:{problem}" for problem in positional_problems(text)]
         found += [f"{_name(page)}:{problem}" for problem in printed_problems(text)]
         found += [f"{_name(page)}:{problem}" for problem in listing_problems(text, _name(page))]
+        found += [f"{_name(page)}:{problem}" for problem in width_problems(text)]
     found += lint_problems(pages)
     if every_page:
         found += [f"{section}: no page includes this section" for section in

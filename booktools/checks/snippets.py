@@ -39,7 +39,7 @@ from pathlib import Path
 
 import pytest
 
-from booktools.markdown import fences, imported_packages
+from booktools.markdown import PRINTED, PRINTED_WIDTH, fences, imported_packages
 
 try:
     from pytest_codeblocks.main import stdout_io
@@ -139,6 +139,33 @@ def expected_output_line(page: Path, last_code_line: int) -> int:
     return next((f.line + 1 for f in outputs if f.line > last_code_line), last_code_line)
 
 
+def marked_printed(page: Path, last_code_line: int) -> bool:
+    """Whether the block whose code ends at this page line has ``<!--book:printed-->`` after it.
+
+    Args:
+        page: The Markdown file.
+        last_code_line: The page line (1-based) of the block's last line of code.
+
+    Returns:
+        True if the line after its closing fence is the mark.
+    """
+    lines = page.read_text(encoding="utf-8").split("\n")
+    mark = last_code_line + 1  # 0-based: the closing fence is at last_code_line
+    return mark < len(lines) and PRINTED.match(lines[mark]) is not None
+
+
+def wide_line_report(output: str, where: str) -> str | None:
+    """A report if a shown output has a line wider than `PRINTED_WIDTH`, else None."""
+    wide = max(output.split("\n"), key=len)
+    if len(wide) <= PRINTED_WIDTH:
+        return None
+    return (
+        f"the block at {where} printed a line of {len(wide)} characters, over the "
+        f"{PRINTED_WIDTH} a code block shows without scrolling: print less per line "
+        f"({wide[:60]!r}...)"
+    )
+
+
 def run_code(code: str, filename: str, page: str, page_lines: list[int]) -> tuple[str | None, str]:
     """Run a block's code with fresh globals; return (failure report or None, what it printed)."""
     with stdout_io() as printed:
@@ -219,6 +246,11 @@ if TestBlock is not None:
                     report += "\nprinted before the failure:\n" + output.rstrip("\n")
                 raise CodeBlockError(report)
             expected = block.expected_output
+            last = page_lines[-1] if page_lines else block.lineno
+            if expected is not None or marked_printed(page, last):  # the reader sees it
+                wide = wide_line_report(output, f"{shown}:{block.lineno}")
+                if wide is not None:
+                    raise CodeBlockError(wide)
             if expected is None:
                 return None
             if block.expected_output_ignore_whitespace:

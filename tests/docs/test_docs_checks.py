@@ -84,6 +84,7 @@ ALLOWED = [
     "for every seed, seed by seed:",
     "one line per model and seed; error bars from the lowest to the highest seed",
     "three seeds each, a random-seed sweep, and `torch.manual_seed(0)`",
+    "Train it again with any such seed, or a new seed, or your seed.",
     "```python\nmodel = build()  # the seed's layout\n```",
 ]
 
@@ -188,3 +189,14 @@ def test_the_listing_rule_holds_a_core_pages_unfolded_listings_to_the_budget():
     assert len(listing_problems(opened, page)) == 1
     deep_dive = "---\ndeep_dive: x.md\nassumes: the core\n---\n\n" + long
     assert listing_problems(deep_dive, page) == []
+
+
+def test_an_expected_output_wider_than_a_code_block_fails_in_the_docs_check():
+    from booktools.checks.docs import width_problems
+
+    wide = "x" * 101
+    page = f"```python\nprint('{wide}')\n```\n\n<!--pytest-codeblocks:expected-output-->\n"
+    page += f"```text\nshort\n{wide}\n```\n"
+    (problem,) = width_problems(page)
+    assert problem.startswith("line 8: a line of expected output of 101 characters, over the 100")
+    assert width_problems(page.replace(wide, "x" * 100)) == []

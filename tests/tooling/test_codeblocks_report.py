@@ -160,3 +160,16 @@ def test_a_page_that_imports_no_heavy_package_does_not_load_one(tmp_path):
     heavy = light + "\n```python\nimport numpy\n```\n"
     report = run_page(tmp_path, heavy.replace("assert 'torch' not in", "assert 'torch' in"))
     assert "2 passed" in report, report
+
+
+def test_a_shown_output_wider_than_a_code_block_is_reported(tmp_path):
+    from booktools.checks.snippets import marked_printed, wide_line_report
+
+    page = tmp_path / "page.md"
+    text = "Text.\n\n```python\nprint(1)\n```\n<!--book:printed-->\n\n```python\nx = 1\n```\n"
+    page.write_text(text)
+    assert marked_printed(page, 4)  # the block whose code ends on line 4
+    assert not marked_printed(page, 9)
+    assert wide_line_report("short\n" + "y" * 100, "page.md:3") is None
+    report = wide_line_report("short\n" + "y" * 120, "page.md:3")
+    assert report.startswith("the block at page.md:3 printed a line of 120 characters, over")
