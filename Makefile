@@ -2,6 +2,7 @@
 #   make serve   set up, then serve the book at http://127.0.0.1:8000 with live reload
 #   make test    set up, then run the whole gate (what CI runs)
 #   make page PAGE=docs/chapters/x.md   the same gate for one page (see CONTRIBUTING.md)
+#   make expected PAGE=docs/chapters/x.md   rewrite the page's expected outputs that changed
 #   make notebooks   run every chapter's downloadable notebook (CI runs it after make test)
 #   make probes RUN=name      record the probe of a new or bumped run (tests/recorded/probes.json)
 #   make crossmachine RECORD=1 RUN=name   record the run's spread over five variants
@@ -20,7 +21,8 @@ export MPLBACKEND := Agg
 export PYTHONDONTWRITEBYTECODE := 1
 export NO_MKDOCS_2_WARNING := 1
 
-.PHONY: setup serve site test page notebooks probes lint docs workflows unit snippets build links browser \
+.PHONY: setup serve site test page expected notebooks probes lint docs workflows unit snippets build \
+	links browser \
 	chromium drift crossmachine clean clean-cache
 
 setup: $(STAMP)
@@ -93,6 +95,14 @@ snippets: setup
 	  $(BIN)/pytest --codeblocks docs/ README.md
 
 build: site
+
+# Rewrite the expected output of the blocks of one page that print something else now
+# (booktools.checks.snippets --update-expected); read the diff and the prose around it after.
+expected: setup
+	@test -f "$(PAGE)" || { echo "usage: make expected PAGE=docs/chapters/<page>.md"; exit 2; }
+	TRITON_INTERPRET=$${TRITON_INTERPRET:-$$($(BIN)/python -c \
+	  "import torch; print(0 if torch.cuda.is_available() else 1)")} \
+	  $(BIN)/pytest --codeblocks --update-expected -p no:cacheprovider "$(PAGE)"
 
 # Every chapter's downloadable notebook, run from top to bottom in a fresh kernel in an empty
 # directory (cells the page skips without a GPU print why and go on).

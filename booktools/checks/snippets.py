@@ -18,6 +18,11 @@ Each Python block runs in a forked child of the test process (`run_standalone`),
 starts from the state a fresh session has, as it does when a reader copies it alone: a block
 that silently needs what an earlier block of the page did fails here too.
 
+With ``--update-expected`` (``make expected PAGE=...``), a block whose printed output differs
+from its expected output does not fail: the page's expected-output fence is rewritten with what
+the block printed, when the run ends (`rewrite_expected`), and the run says which blocks it
+rewrote. Read the diff (``git diff``) and the prose around it before committing.
+
 It replaces pytest-codeblocks' items by subclasses that change only how a Python block runs
 and reports; collection, marks and shell blocks are pytest-codeblocks' own. The page lines are
 read with the book's one Markdown reader (`booktools.markdown`). The repository's
@@ -166,6 +171,37 @@ def wide_line_report(output: str, where: str) -> str | None:
     )
 
 
+def rewrite_expected(page: Path, updates: dict[int, str]) -> list[int]:
+    """Write new expected outputs into a page: the fence after each given block.
+
+    Args:
+        page: The Markdown file.
+        updates: ``{last code line of a block (1-based): what it printed}``: the first
+            expected-output fence after that line gets the output, indented like the fence.
+
+    Returns:
+        The page lines of the fences rewritten, in the page's order (as they were before).
+    """
+    text = page.read_text(encoding="utf-8")
+    lines = text.split("\n")
+    outputs = [fence for fence in fences(text) if fence.is_output]
+    targets = {}
+    for last, output in updates.items():
+        fence = next((f for f in outputs if f.line > last), None)
+        if fence is not None:
+            targets[fence.line] = (fence, output)
+    for line in sorted(targets, reverse=True):  # from the bottom: earlier lines do not move
+        fence, output = targets[line]
+        body = [fence.indent + row for row in output.rstrip("\n").split("\n")]
+        lines[fence.line : fence.end - 1] = body  # between the opening and the closing fence
+    page.write_text("\n".join(lines), encoding="utf-8")
+    return sorted(targets)
+
+
+#: The expected outputs to rewrite at the end of a ``--update-expected`` run, by page.
+UPDATES: dict[Path, dict[int, str]] = {}
+
+
 def run_code(code: str, filename: str, page: str, page_lines: list[int]) -> tuple[str | None, str]:
     """Run a block's code with fresh globals; return (failure report or None, what it printed)."""
     with stdout_io() as printed:
@@ -257,6 +293,9 @@ if TestBlock is not None:
                 same = re.sub(r"\s+", "", expected) == re.sub(r"\s+", "", output)
             else:
                 same = expected == output
+            if not same and self.config.getoption("update_expected", False):
+                UPDATES.setdefault(page, {})[last] = output
+                return None
             if not same:
                 first = expected_output_line(page, page_lines[-1] if page_lines else block.lineno)
                 raise CodeBlockError(
@@ -295,6 +334,23 @@ if TestBlock is not None:
             for name in PRELOAD:
                 with contextlib.suppress(ImportError):  # its blocks will say what is missing
                     __import__(name)
+
+    def pytest_addoption(parser):
+        """``--update-expected``: rewrite expected outputs that differ, instead of failing."""
+        parser.addoption(
+            "--update-expected",
+            action="store_true",
+            dest="update_expected",
+            help="rewrite a block's expected output with what it printed, instead of failing",
+        )
+
+    def pytest_sessionfinish(session):
+        """Write the expected outputs that a ``--update-expected`` run collected."""
+        for page, updates in sorted(UPDATES.items()):
+            rewritten = rewrite_expected(page, updates)
+            lines = ", ".join(str(line) for line in rewritten)
+            print(f"\nrewrote the expected output of {page} at lines {lines}")
+        UPDATES.clear()
 
     @pytest.hookimpl(wrapper=True)
     def pytest_collect_file(file_path, parent):

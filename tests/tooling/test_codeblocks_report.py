@@ -173,3 +173,39 @@ def test_a_shown_output_wider_than_a_code_block_is_reported(tmp_path):
     assert wide_line_report("short\n" + "y" * 100, "page.md:3") is None
     report = wide_line_report("short\n" + "y" * 120, "page.md:3")
     assert report.startswith("the block at page.md:3 printed a line of 120 characters, over")
+
+
+def test_update_expected_rewrites_the_output_that_differs_and_nothing_else(tmp_path):
+    shutil.copy(ROOT / "conftest.py", tmp_path / "conftest.py")
+    page = tmp_path / "page.md"
+    indented = "    "
+    page.write_text(
+        "Intro.\n\n```python\nprint('a')\nprint('b')\n```\n\n"
+        "<!--pytest-codeblocks:expected-output-->\n```text\nold\n```\n\n"
+        "Kept.\n\n```python\nprint('same')\n```\n\n"
+        "<!--pytest-codeblocks:expected-output-->\n```text\nsame\n```\n\n"
+        f"1. A list item:\n\n{indented}```python\n{indented}print('x')\n{indented}print('')\n"
+        f"{indented}print('y')\n{indented}```\n\n"
+        f"{indented}<!--pytest-codeblocks:expected-output-->\n{indented}```text\n"
+        f"{indented}one\n{indented}two\n{indented}three\n{indented}four\n{indented}```\n",
+        encoding="utf-8",
+    )
+    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--codeblocks"]
+
+    def run(*options: str) -> subprocess.CompletedProcess:
+        env = {**os.environ, "PYTHONPATH": str(ROOT)}  # where booktools is
+        return subprocess.run(
+            [*command, *options, "page.md"], cwd=tmp_path, env=env, capture_output=True, text=True
+        )
+
+    assert run().returncode == 1  # two blocks differ
+    updated = run("--update-expected")
+    assert updated.returncode == 0, updated.stdout[-2000:]
+    assert "rewrote the expected output of" in updated.stdout
+    assert "page.md at lines 9, 33" in updated.stdout
+    text = page.read_text(encoding="utf-8")
+    assert "```text\na\nb\n```\n\nKept." in text
+    assert "```text\nsame\n```" in text
+    assert f"{indented}```text\n{indented}x\n{indented}\n{indented}y\n{indented}```\n" in text
+    passed = run()
+    assert passed.returncode == 0, passed.stdout[-2000:]
