@@ -5,6 +5,9 @@ shared machine threads that wait for each other lose much more. So the experimen
 time on one thread (`torch_threads`), and a timing takes the fastest or the median of several
 repeats (`best_seconds`, `median_seconds`), by the wall clock or by the CPU time of the calling
 thread (`time.thread_time`), which the other processes of a loaded machine do not inflate.
+Computations that a page compares are timed in turns (`interleaved_seconds`), every repeat
+kept: a comparison gives the median and the range of each (`spread`), and two whose ranges
+overlap are within noise of each other (`apart`).
 """
 
 from __future__ import annotations
@@ -13,11 +16,18 @@ import contextlib
 import math
 import statistics
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping, Sequence
 
 import torch
 
-__all__ = ["best_seconds", "median_seconds", "torch_threads"]
+__all__ = [
+    "apart",
+    "best_seconds",
+    "interleaved_seconds",
+    "median_seconds",
+    "spread",
+    "torch_threads",
+]
 
 
 @contextlib.contextmanager
@@ -121,3 +131,89 @@ def _seconds(compute: Callable[[], object], repeats: int, clock: Callable[[], fl
         compute()
         times.append(clock() - start)
     return times
+
+
+def interleaved_seconds(
+    computations: Mapping[str, Callable[[], object]],
+    repeats: int,
+    clock: Callable[[], float] = time.thread_time,
+    *,
+    warm_up: bool = True,
+) -> dict[str, list[float]]:
+    """Time several computations in turns (A, B, A, B, ...), after one untimed run of each.
+
+    Taking turns spreads whatever disturbs the machine (another process, a frequency change)
+    over all of them alike, where timing A's repeats and then B's would give it to one. The
+    result keeps every repeat, so that a comparison can show its spread (`spread`) and say
+    when two are within noise (`apart`).
+
+    Args:
+        computations: What to time, by name, each called without arguments.
+        repeats: Timed runs of each (at least 1).
+        clock: ``time.thread_time`` (CPU time of this thread: the work, which other
+            processes do not inflate) or ``time.perf_counter`` (wall clock: the waiting).
+        warm_up: Run each once, in the same order, before timing.
+
+    Returns:
+        ``{name: [seconds of each repeat]}``, in the order of `computations`.
+
+    Raises:
+        ValueError: If `repeats` is less than 1 or `computations` is empty.
+    """
+    if repeats < 1:
+        raise ValueError(f"repeats must be at least 1, got {repeats}")
+    if not computations:
+        raise ValueError("computations must name at least one computation, got none")
+    if warm_up:
+        for compute in computations.values():
+            compute()
+    times: dict[str, list[float]] = {name: [] for name in computations}
+    for _ in range(repeats):
+        for name, compute in computations.items():
+            start = clock()
+            compute()
+            times[name].append(clock() - start)
+    return times
+
+
+def spread(samples: Sequence[float]) -> tuple[float, float, float]:
+    """The median of repeated timings and their range.
+
+    Args:
+        samples: The seconds of each repeat.
+
+    Returns:
+        ``(median, lowest, highest)``.
+
+    Raises:
+        ValueError: If `samples` is empty.
+    """
+    if not samples:
+        raise ValueError("samples must hold at least one timing, got none")
+    return statistics.median(samples), min(samples), max(samples)
+
+
+def apart(first: Sequence[float], second: Sequence[float]) -> int:
+    """Whether two sets of timings are apart: every one of one below every one of the other.
+
+    The book's rule for a timing comparison: two computations whose ranges overlap are
+    "within noise" of each other, whatever their medians say.
+
+    Args:
+        first: The seconds of each repeat of one computation.
+        second: Those of the other.
+
+    Returns:
+        -1 if `first` is faster in every repeat than `second` in any, 1 if slower, 0 if their
+        ranges overlap (within noise).
+
+    Raises:
+        ValueError: If either is empty.
+    """
+    if not first or not second:
+        raise ValueError("apart needs at least one timing of each")
+    if max(first) < min(second):
+        return -1
+    if min(first) > max(second):
+        return 1
+    return 0

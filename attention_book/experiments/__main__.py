@@ -71,7 +71,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         problems = check_probes(recorded, probe_fingerprints(runs), runs)
     elif args.command == "record-probes":
         problems = record_probes(args.file, runs if args.run else None, force=args.force)
-        print(f"recorded {len(runs) - len(problems)} probes in {args.file}")
+        now = json.loads(args.file.read_text(encoding="utf-8"))
+        written = [run.name for run in runs if recorded.get(run.name) != now.get(run.name)]
+        kept = len(runs) - len(written) - len(problems)
+        print(
+            f"recorded {len(written)} probes in {args.file} ({', '.join(written) or 'none'}); "
+            f"{kept} agree with their record and are left as they were written"
+        )
     else:
         problems = check_headlines(recorded, runs, headline_numbers(runs))
     for problem in problems:

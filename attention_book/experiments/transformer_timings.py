@@ -3,15 +3,17 @@
 The main run's trained Transformer (`attention_book.experiments.transformer`) decodes the first
 test sentence to several lengths, with its decoder's key/value cache and without it, on one
 thread; and one training batch of each of the three translators (the Bahdanau chapter's two and
-the Transformer) is timed one after the other. The result is stored under the key it declares
-(its frozen configuration, this module's `VERSION`, the corpus, and the versions of the two
-experiments whose code it runs); `RUNS` declares it for the probe test. It has no headline
-number for the referee: its numbers are measurements of the machine that ran it.
+the Transformer) is timed. What is compared is timed in turns (cache, no cache, cache, ...),
+after a warm-up, in CPU time, and every repeat is kept (`attention_book.timing`). The result
+is stored under the key it declares (its frozen configuration, this module's `VERSION`, the
+corpus, and the versions of the two experiments whose code it runs); `RUNS` declares it for
+the probe test. It has no headline number for the referee: its numbers are measurements of the
+machine that ran it.
 """
 
 from __future__ import annotations
 
-import functools
+import statistics
 from dataclasses import dataclass
 from typing import Any
 
@@ -37,7 +39,7 @@ from attention_book.experiments.transformer import (
 from attention_book.losses import translation_loss
 from attention_book.seq2seq import EncoderDecoder
 from attention_book.store import Run, cached, declared_key
-from attention_book.timing import best_seconds, torch_threads
+from attention_book.timing import interleaved_seconds, torch_threads
 
 __all__ = [
     "RUNS",
@@ -53,8 +55,9 @@ __all__ = [
 
 #: Bump when what the timings measure changes for the same configuration; not for a refactor,
 #: a docstring or a moved helper. (They were a run of `attention_book.experiments.
-#: transformer_studies` at its version 1, under the same key.)
-VERSION = 1
+#: transformer_studies` at its version 1, under the same key. Version 2: timed in turns, in CPU
+#: time, every repeat kept, where version 1 kept the best of three wall-clock runs.)
+VERSION = 2
 
 
 # --8<-- [start:timing_config]
@@ -64,14 +67,15 @@ class TimingConfig:
 
     Attributes:
         output_lengths: Tokens decoded.
-        repeats: Timed repeats of each measurement (the fastest is kept).
+        repeats: Timed repeats of each measurement, in turns with what it is compared with
+            (all are kept; the median stands for them).
         train_batches: Training batches timed per model.
         transformer: The trained Transformer that decodes (the main run's).
         bahdanau: The Bahdanau models timed beside it.
     """
 
     output_lengths: tuple[int, ...] = (8, 16, 32, 64, 128, 256)
-    repeats: int = 3
+    repeats: int = 5
     train_batches: int = 10
     transformer: TransformerConfig = TRANSFORMER_CONFIG
     bahdanau: BahdanauConfig = BAHDANAU_CONFIG
@@ -156,20 +160,26 @@ def transformer_timing_run(config: TimingConfig = TIMING_CONFIG) -> dict[str, An
     set_need_weights(model, False)  # time the attention a deployed decoder would use
     src, src_valid_len = data.encode_sources([data.test_pairs[0][0]])
     src, bos = src[:, : int(src_valid_len)], data.tgt_vocab.bos
-    decode: dict[str, list[float]] = {"cache": [], "no cache": []}
+
+    def decoding(use_cache: bool, num_steps: int):
+        def run() -> Tensor:
+            model.decoder.use_cache = use_cache
+            return transformer_decode_steps(model, src, src_valid_len, bos, num_steps)
+
+        return run
+
+    each: dict[str, list[list[float]]] = {"cache": [], "no cache": []}
     tokens: dict[str, list[Tensor]] = {"cache": [], "no cache": []}
     with torch_threads(1):
         for num_steps in config.output_lengths:
-            for name in decode:
-                model.decoder.use_cache = name == "cache"
-                run = functools.partial(
-                    transformer_decode_steps, model, src, src_valid_len, bos, num_steps
-                )
-                decode[name].append(best_seconds(run, config.repeats))
+            runs = {name: decoding(name == "cache", num_steps) for name in each}
+            times = interleaved_seconds(runs, config.repeats)  # cache, no cache, cache, ...
+            for name, run in runs.items():
+                each[name].append(times[name])
                 tokens[name].append(run())
         identical = all(map(torch.equal, tokens["cache"], tokens["no cache"]))
-        # One training batch of each model, one model after the other on the same batches:
-        # their ratio depends less on the machine's load than the trainings' own timings do.
+        # One training batch of each model, the models in turns on the same batches: their
+        # ratio depends less on the machine's load than the trainings' own timings do.
         sizes = len(data.src_vocab), len(data.tgt_vocab)
         plain, attention = bahdanau_make_models(*sizes, config.bahdanau)
         models = {
@@ -178,29 +188,41 @@ def transformer_timing_run(config: TimingConfig = TIMING_CONFIG) -> dict[str, An
             "transformer": transformer_make_model(*sizes, config.transformer),
         }
         batches = list(limited(data.train_loader, config.train_batches))
-        train = {}
+        steps = {}
         for name, candidate in models.items():
             optimizer = torch.optim.Adam(set_need_weights(candidate, False).parameters())
 
-            def steps(candidate=candidate, optimizer=optimizer) -> None:
+            def train(candidate=candidate, optimizer=optimizer) -> None:
                 for batch in batches:
                     optimizer.zero_grad()
                     translation_loss(candidate, batch)[0].backward()
                     optimizer.step()
 
-            train[name] = best_seconds(steps, config.repeats) / len(batches)
-    return {"decode_seconds": decode, "identical": identical, "train_batch_seconds": train}
+            steps[name] = train
+        per_batch = {
+            name: [t / len(batches) for t in times]
+            for name, times in interleaved_seconds(steps, config.repeats).items()
+        }
+    return {
+        "decode_seconds": {n: [statistics.median(t) for t in ts] for n, ts in each.items()},
+        "decode_seconds_each": each,
+        "identical": identical,
+        "train_batch_seconds": {n: statistics.median(t) for n, t in per_batch.items()},
+        "train_batch_seconds_each": per_batch,
+    }
 
 
 def transformer_timings() -> dict[str, Any]:
     """Time (or load) decoding with and without the cache, and a training batch per model.
 
     Returns:
-        "decode_seconds": for "cache" and "no cache", the time to decode the first test
-        sentence to each of ``TIMING_CONFIG.output_lengths`` tokens (best of ``repeats``);
-        "identical": whether both generated the same tokens at every length;
-        "train_batch_seconds": seconds per training batch of "plain", "attention" (the two
-        models of the Bahdanau chapter) and "transformer", measured one after the other.
+        "decode_seconds": for "cache" and "no cache", the CPU time to decode the first test
+        sentence to each of ``TIMING_CONFIG.output_lengths`` tokens (the median of
+        ``repeats``, the two decoders in turns); "decode_seconds_each": every repeat, a list
+        per length; "identical": whether both generated the same tokens at every length;
+        "train_batch_seconds": CPU seconds per training batch of "plain", "attention" (the
+        two models of the Bahdanau chapter) and "transformer", the models in turns (median),
+        and "train_batch_seconds_each": every repeat.
     """
     key = transformer_timings_key(TIMING_CONFIG)
     return cached("transformer-timings", key, lambda: transformer_timing_run(TIMING_CONFIG))

@@ -9,6 +9,7 @@ key/value cache.
 from __future__ import annotations
 
 import itertools
+import statistics
 from collections.abc import Sequence
 
 import matplotlib.pyplot as plt
@@ -28,6 +29,7 @@ from attention_book.experiments.transformer_studies import (
 from attention_book.experiments.transformer_timings import TIMING_CONFIG, transformer_timings
 from attention_book.figures.transformer import bleu_by_length_figure, longest
 from attention_book.plotting import BOOK_STYLE, markdown_table, new_figure
+from attention_book.timing import apart, spread
 from attention_book.training.schedules import warmup_inverse_sqrt
 
 __all__ = [
@@ -145,8 +147,13 @@ def transformer_norm_curves() -> Figure:
 
 
 def transformer_kv_cache() -> Figure:
-    """Greedy decoding time of one sentence against output length, with and without cache."""
-    seconds, lengths = transformer_timings()["decode_seconds"], TIMING_CONFIG.output_lengths
+    """Greedy decoding time of one sentence against output length, with and without cache.
+
+    Each point is the median of the repeats (the two decoders timed in turns, CPU time); its
+    bar spans the fastest and the slowest repeat.
+    """
+    each, lengths = transformer_timings()["decode_seconds_each"], TIMING_CONFIG.output_lengths
+    repeats = len(each["cache"][0])
     fig = new_figure((5.6, 3.4))
     with plt.rc_context(BOOK_STYLE):
         ax = fig.add_subplot()
@@ -154,10 +161,14 @@ def transformer_kv_cache() -> Figure:
             ("no cache", "s--", "#d62728", "no cache: the whole prefix at every step"),
             ("cache", "o-", "#1f77b4", "key/value cache"),
         ):
-            milliseconds = [1000 * t for t in seconds[name]]
-            ax.plot(lengths, milliseconds, style, color=color, label=label, markersize=4)
+            summary = [spread([1000 * t for t in times]) for times in each[name]]
+            median = [m for m, _, _ in summary]
+            bars = [[m - low for m, low, _ in summary], [high - m for m, _, high in summary]]
+            ax.errorbar(lengths, median, yerr=bars, fmt=style, color=color, label=label,
+                        markersize=4, capsize=2)  # fmt: skip
         ax.set_xscale("log", base=2)
-        ax.set(yscale="log", xlabel="tokens generated", ylabel="decoding time (ms, best of 3)")
+        ylabel = f"CPU time to decode (ms): median,\nbars the range of {repeats} runs"
+        ax.set(yscale="log", xlabel="tokens generated", ylabel=ylabel)
         ax.set_xticks(lengths, [str(n) for n in lengths])
         ax.legend()
         fig.tight_layout()
@@ -198,7 +209,8 @@ def transformer_studies_verdict(
     stacks: which one ends lower, the warmup's learning rate, whether warmup helped, and
     whether each comparison holds in the recorded trainings. The key/value cache: whether its
     speed-up grew with the output length, where the decoder without it was faster, and
-    whether both generated the same tokens.
+    whether both generated the same tokens. The speed-up is the ratio of the medians; a length
+    where the two ranges of repeats overlap is within noise (`attention_book.timing.apart`).
 
     Args:
         kept: For "transformer" and "bahdanau", BLEU on the held-out sources of 40 tokens or
@@ -215,8 +227,8 @@ def transformer_studies_verdict(
             each recorded training (`recorded_pairs`).
         recorded_warmup: The post-norm stack's with and without warmup, the same way.
         lengths: The numbers of tokens decoded, shortest first.
-        cache: Seconds to decode each length with the cache.
-        no_cache: Seconds to decode each length without it.
+        cache: Seconds to decode each length with the cache: every repeat, a list per length.
+        no_cache: The same without it (timed in turns with `cache`).
         identical: Whether both decoders generated the same tokens at every length.
 
     Returns:
@@ -241,6 +253,8 @@ def transformer_studies_verdict(
             "lengths, cache and no_cache must have the same length, at least 2, got "
             f"{len(lengths)}, {len(cache)} and {len(no_cache)}"
         )
+    if not all(cache) or not all(no_cache):
+        raise ValueError("cache and no_cache must hold at least one timing per length")
     words = {}
     ours, theirs = kept["transformer"], kept["bahdanau"]
     words["length_kept_share"] = "at least 80%" if ours >= 0.8 else "less than 80%"
@@ -306,19 +320,31 @@ def transformer_studies_verdict(
         else:
             words[key] = f"below in {below} of the {len(pairs)} and above in the others"
 
-    ratios = [slow / fast for slow, fast in zip(no_cache, cache, strict=True)]
+    ratios = [
+        statistics.median(slow) / statistics.median(fast)
+        for slow, fast in zip(no_cache, cache, strict=True)
+    ]
     if all(later >= earlier for earlier, later in itertools.pairwise(ratios)):
         words["kv_trend"] = "grew with every doubling of the output length"
     elif ratios[-1] > ratios[0]:
         words["kv_trend"] = "grew with the output length overall, not at every step"
     else:
         words["kv_trend"] = "did not grow with the output length"
-    slower = [str(n) for n, ratio in zip(lengths, ratios, strict=True) if ratio < 1]
-    words["kv_slower"] = (
-        f"At {' and '.join(slower)} tokens the decoder without the cache was the faster one."
-        if slower
-        else ""
-    )
+    order = {n: apart(c, nc) for n, c, nc in zip(lengths, cache, no_cache, strict=True)}
+    slower = [str(n) for n, way in order.items() if way == 1]
+    level = [str(n) for n, way in order.items() if way == 0]
+    sentences = []
+    if slower:
+        sentences.append(
+            f"At {' and '.join(slower)} tokens the decoder without the cache was the faster "
+            "one, in every repeat."
+        )
+    if level:
+        sentences.append(
+            f"At {' and '.join(level)} tokens the two are within noise: their ranges of "
+            "repeats overlap."
+        )
+    words["kv_slower"] = " ".join(sentences)
     words["kv_tokens"] = "the same" if identical else "different"
     return words
 
@@ -380,6 +406,7 @@ def transformer_studies_facts() -> dict[str, str]:
 
     timings = transformer_timings()
     cache, no_cache = timings["decode_seconds"]["cache"], timings["decode_seconds"]["no cache"]
+    each = timings["decode_seconds_each"]
     output_lengths = TIMING_CONFIG.output_lengths
 
     words = transformer_studies_verdict(
@@ -392,8 +419,8 @@ def transformer_studies_facts() -> dict[str, str]:
         recorded_post_pre=recorded_post_pre,
         recorded_warmup=recorded_warmup,
         lengths=output_lengths,
-        cache=cache,
-        no_cache=no_cache,
+        cache=each["cache"],
+        no_cache=each["no cache"],
         identical=timings["identical"],
     )
 
@@ -422,6 +449,9 @@ def transformer_studies_facts() -> dict[str, str]:
         "kv_last": str(last),
         "kv_cache_ms": f"{1000 * cache[-1]:.0f}",
         "kv_no_cache_ms": f"{1000 * no_cache[-1]:.0f}",
+        "kv_cache_range": _milliseconds_range(each["cache"][-1]),
+        "kv_no_cache_range": _milliseconds_range(each["no cache"][-1]),
+        "kv_repeats": str(len(each["cache"][-1])),
         "kv_ratio_first": f"{ratios[0]:.1f}",
         "kv_ratio_last": f"{ratios[-1]:.1f}",
         "kv_ratios": ", ".join(
@@ -435,6 +465,12 @@ def transformer_studies_facts() -> dict[str, str]:
         facts[f"kv_{name}_token_last"] = f"{values[-1]:.1f}"
         facts[f"kv_{name}_token_growth"] = f"{values[-1] / values[0]:.1f}"
     return facts | words
+
+
+def _milliseconds_range(seconds: Sequence[float]) -> str:
+    """The fastest and the slowest of repeated timings, in milliseconds: "12 to 15"."""
+    _, low, high = spread(seconds)
+    return f"{1000 * low:.0f} to {1000 * high:.0f}"
 
 
 def _study(prefix: str) -> dict[str, str]:

@@ -252,6 +252,11 @@ def _norm_losses(post: float, pre: float, warm: float, steps: int = 50) -> dict:
     return {name: [6.0] + [value] * (steps - 1) for name, value in curves.items()}
 
 
+def repeats(*medians: float, width: float = 0.1) -> list[list[float]]:
+    """Three timed repeats per length around each median, `width` apart relatively."""
+    return [[m * (1 - width), m, m * (1 + width)] for m in medians]
+
+
 def verdict(**numbers: Any) -> dict[str, str]:
     """`transformer_studies_verdict` of numbers like the build's, with `numbers` in their place."""
     given = {
@@ -264,8 +269,8 @@ def verdict(**numbers: Any) -> dict[str, str]:
         "recorded_post_pre": [(2.2, 1.9), (3.1, 1.8)],
         "recorded_warmup": [(3.0, 2.2), (3.1, 2.0)],
         "lengths": (8, 16, 32),
-        "cache": [0.01, 0.02, 0.04],
-        "no_cache": [0.015, 0.04, 0.12],
+        "cache": repeats(0.01, 0.02, 0.04),
+        "no_cache": repeats(0.015, 0.04, 0.12),
         "identical": True,
     }
     return transformer_studies_verdict(**{**given, **numbers})
@@ -280,14 +285,38 @@ def test_the_cache_verdict_reads_the_trend_of_the_speed_up():
     assert grows["kv_trend"] == "grew with every doubling of the output length"
     assert grows["kv_slower"] == ""
     assert grows["kv_tokens"] == "the same"
-    dips = verdict(cache=[0.01, 0.05, 0.04], identical=False)
+    dips = verdict(cache=repeats(0.01, 0.05, 0.04), identical=False)
     assert dips["kv_trend"] == "grew with the output length overall, not at every step"
-    assert dips["kv_slower"] == "At 16 tokens the decoder without the cache was the faster one."
+    assert dips["kv_slower"] == (
+        "At 16 tokens the decoder without the cache was the faster one, in every repeat."
+    )
     assert dips["kv_tokens"] == "different"
-    flat = verdict(no_cache=[0.02, 0.03, 0.04])
+    flat = verdict(no_cache=repeats(0.02, 0.03, 0.04))
     assert flat["kv_trend"] == "did not grow with the output length"
     with pytest.raises(ValueError, match="must have the same length, at least 2, got 3, 2 and 3"):
-        verdict(cache=[0.01, 0.02], no_cache=[0.1, 0.2, 0.3])
+        verdict(cache=repeats(0.01, 0.02), no_cache=repeats(0.1, 0.2, 0.3))
+    with pytest.raises(ValueError, match="at least one timing per length"):
+        verdict(cache=[[0.01], [], [0.04]])
+
+
+def test_overlapping_repeats_are_within_noise_whatever_the_medians_say():
+    # At 8 tokens the medians say the cache is faster (0.010 against 0.012), but the
+    # repeats overlap; at 32 the medians say slower (0.05 against 0.04), and they overlap too.
+    noisy = verdict(
+        cache=[[0.008, 0.010, 0.014], [0.02, 0.02, 0.02], [0.03, 0.05, 0.06]],
+        no_cache=[[0.009, 0.012, 0.013], [0.04, 0.04, 0.04], [0.035, 0.04, 0.045]],
+    )
+    assert noisy["kv_slower"] == (
+        "At 8 and 32 tokens the two are within noise: their ranges of repeats overlap."
+    )
+    both = verdict(
+        cache=[[0.02, 0.021], [0.01, 0.03], [0.01, 0.01]],
+        no_cache=[[0.01, 0.011], [0.02, 0.02], [0.05, 0.05]],
+    )
+    assert both["kv_slower"] == (
+        "At 8 tokens the decoder without the cache was the faster one, in every repeat. At 16 "
+        "tokens the two are within noise: their ranges of repeats overlap."
+    )
 
 
 def test_the_cache_sentence_gives_the_builds_timings():
@@ -298,6 +327,10 @@ def test_the_cache_sentence_gives_the_builds_timings():
     seconds = transformer_timings()["decode_seconds"]
     assert facts["cache_ms"] == f"{1000 * seconds['cache'][-1]:.0f}"
     assert facts["no_cache_ms"] == f"{1000 * seconds['no cache'][-1]:.0f}"
+    each = transformer_timings()["decode_seconds_each"]
+    assert facts["repeats"] == str(TIMING_CONFIG.repeats) == str(len(each["cache"][-1]))
+    low, high = min(each["cache"][-1]), max(each["cache"][-1])
+    assert facts["cache_range"] == f"{1000 * low:.0f} to {1000 * high:.0f}"
     assert facts["ratios"].startswith(f"{seconds['no cache'][0] / seconds['cache'][0]:.1f} at ")
     assert facts["last"] == str(TIMING_CONFIG.output_lengths[-1])
 
