@@ -68,11 +68,12 @@ unit: setup
 	$(BIN)/pytest -n auto tests/
 
 # One page: the docs check of it, the structural tests a new page or module can break (the nav,
-# the API reference, the module lists, the reading budgets: seconds), its snippets, the strict
-# build, the browser check of it alone.
+# the API reference, the module lists, the reading budgets, the import layers, the notation:
+# half a minute), its snippets, the strict build, the browser check of it alone.
 # A page without a runnable block makes pytest exit with 5 ("no tests ran"): that is not a failure.
 STRUCTURE_TESTS := tests/docs/test_api_pages.py tests/package/test_module_lists.py \
-	tests/tooling/test_reading.py tests/tooling/test_structure.py
+	tests/tooling/test_reading.py tests/tooling/test_structure.py tests/package/test_layers.py \
+	tests/package/test_package_rules.py tests/docs/test_reviewed_claims.py
 page: setup chromium
 	@case "$(PAGE)" in docs/*.md|README.md) test -f "$(PAGE)";; *) false;; esac || { \
 	  echo "usage: make page PAGE=docs/chapters/<page>.md (got PAGE='$(PAGE)')"; exit 2; }
