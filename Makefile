@@ -29,13 +29,13 @@ setup: $(STAMP)
 
 # Re-run the install whenever the pins or the package metadata change. KaTeX (the math of the
 # pages, rendered at build time) is fetched once from the npm registry and checked against the
-# digest pinned in booktools/build/katex-lock.json: see booktools/build/katex.py.
-$(STAMP): requirements.txt pyproject.toml booktools/build/katex-lock.json
+# digest pinned in booktools/plugin/katex-lock.json: see booktools/plugin/katex.py.
+$(STAMP): requirements.txt pyproject.toml booktools/plugin/katex-lock.json
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -r requirements.txt
 	$(BIN)/python -m pip install --quiet --no-deps --no-build-isolation --editable .
-	$(BIN)/python -m booktools.build.katex install
+	$(BIN)/python -m booktools.plugin.katex install
 	@touch $@
 
 serve: setup
@@ -132,7 +132,7 @@ drift:
 	sed -E 's/ *[=<>!~;].*//' requirements.txt | grep -v '^#' | grep . > drift-report/unpinned.txt
 	$(DRIFT)/bin/python -m pip install --quiet --upgrade -r drift-report/unpinned.txt
 	$(DRIFT)/bin/python -m pip install --quiet --no-deps --editable .
-	$(DRIFT)/bin/python -m booktools.build.katex install
+	$(DRIFT)/bin/python -m booktools.plugin.katex install
 	$(DRIFT)/bin/python -m pip freeze --exclude-editable > drift-report/versions.txt
 	@status=0; \
 	$(DRIFT)/bin/pytest tests/ -p no:cacheprovider --junitxml=drift-report/unit.xml || status=1; \

@@ -18,9 +18,9 @@ again:
   test``; its time is measured here with ``--probe-seconds``.
 - **content**: a run's key would be a hash of the code it runs (its experiment module and
   every package module that reaches, docstrings and comments left out:
-  `booktools.build.code_keys.code_key`); the runs whose hash changed are trained again.
+  `booktools.plugin.code_keys.code_key`); the runs whose hash changed are trained again.
 
-Figures are keyed by content in both (the build's `booktools.build.code_keys`), so the figure
+Figures are keyed by content in both (the build's `booktools.plugin.code_keys`), so the figure
 modules drawn again are listed once. A run's cost is its CPU seconds when this machine's store
 trained it (``compute-seconds.json`` of the store: run ``make site`` first on a cold store).
 Lines of machinery and of recorded JSON are counted from the repository.
@@ -48,7 +48,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from attention_book.store import COMPUTE_TIMES, cache_dir  # noqa: E402
-from booktools.build.code_keys import code_key  # noqa: E402
+from booktools.plugin.code_keys import code_key  # noqa: E402
 
 MASKING = "attention_book/masking.py"
 BAHDANAU = "attention_book/experiments/bahdanau.py"
@@ -73,9 +73,9 @@ SCENARIOS: dict[str, list[tuple[str, str, str, bool]]] = {
 
 MACHINERY = {
     "probes (declared versions)": ["attention_book/experiments/probes.py"],
-    "spread and referee": ["attention_book/experiments/spread.py", "booktools/build/referee.py"],
+    "spread and referee": ["attention_book/experiments/spread.py", "booktools/plugin/referee.py"],
     "recording the spread": ["booktools/checks/crossmachine.py"],
-    "content keys (figures)": ["booktools/build/code_keys.py"],
+    "content keys (figures)": ["booktools/plugin/code_keys.py"],
 }
 RECORDED = ["tests/recorded/probes.json", "tests/recorded/figures.json",
             "tests/recorded/headlines.json"]  # fmt: skip

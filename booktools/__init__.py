@@ -5,18 +5,18 @@ It lives in the repository beside the package it builds the book from, and is in
 by concern:
 
 - `booktools.markdown`: the one Markdown reader (every tool finds code fences through it);
-- `booktools.build`: the MkDocs plugin (`booktools.build.plugin`, its events) and what they do:
-  `booktools.build.state` (what one build keeps between events), `booktools.build.structure`
+- `booktools.plugin`: the MkDocs plugin (`booktools.plugin.events`, its events) and what they do:
+  `booktools.plugin.state` (what one build keeps between events), `booktools.plugin.structure`
   (the chapter map, the learning path, the plan of the book and the API pages, made from the
-  nav), `booktools.build.figures` (figures and build fragments, keyed by the code they run:
-  `booktools.build.code_keys`), `booktools.build.listings`
-  (the package's source in the chapters), `booktools.build.notes` (the "first run trains"
-  notes), `booktools.build.printed` (what a marked block printed, under it),
-  `booktools.build.notebooks` (a notebook per chapter), `booktools.build.katex` (math),
-  `booktools.build.versions` (the versions a chapter was tested with),
-  `booktools.build.reading` (reading times and deep dives), `booktools.build.search_index`
-  (the search index), `booktools.build.attr_lists` (attribute lists left as text) and
-  `booktools.build.referee` (trained results against their recorded spread);
+  nav), `booktools.plugin.figures` (figures and build fragments, keyed by the code they run:
+  `booktools.plugin.code_keys`), `booktools.plugin.listings`
+  (the package's source in the chapters), `booktools.plugin.notes` (the "first run trains"
+  notes), `booktools.plugin.printed` (what a marked block printed, under it),
+  `booktools.plugin.notebooks` (a notebook per chapter), `booktools.plugin.katex` (math),
+  `booktools.plugin.versions` (the versions a chapter was tested with),
+  `booktools.plugin.reading` (reading times and deep dives), `booktools.plugin.search_index`
+  (the search index), `booktools.plugin.attr_lists` (attribute lists left as text) and
+  `booktools.plugin.referee` (trained results against their recorded spread);
 - `booktools.live`: the trained models that pages run in the browser: `booktools.live.widgets`
   (the widgets and the models they load), `booktools.live.export` (the export, with
   `booktools.live.translator` and `booktools.live.gpt`, one per model),

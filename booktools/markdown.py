@@ -24,7 +24,7 @@ The reader also keeps what the pages say *about* a block, in HTML comments just 
 
 One mark comes *after* a block, on the line that follows its closing fence:
 ``<!--book:printed-->`` (`PRINTED`), where the build writes what the block printed
-(`booktools.build.printed`, `printed_chains`).
+(`booktools.plugin.printed`, `printed_chains`).
 
 What a block imports (`imported_packages`) is read here too, once for the tools that ask: the
 snippet runner (what to import before the blocks fork) and the "tested with" line of a chapter.
@@ -49,7 +49,7 @@ SKIP = re.compile(
     r"reason=(?P<quote>[\"'])(?P<reason>.*?)(?P=quote)\)$"
 )
 
-#: The line after a block whose output the build writes under it (`booktools.build.printed`).
+#: The line after a block whose output the build writes under it (`booktools.plugin.printed`).
 PRINTED = re.compile(r"^(?P<indent>\s*)<!--\s*book:printed\s*-->\s*$")
 #: The most characters a line of shown output may have: a longer one scrolls sideways under
 #: its block (the browser check fails on that). The docs check holds expected outputs to it, the

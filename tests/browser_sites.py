@@ -13,9 +13,9 @@ from pathlib import Path
 
 from repo import ROOT
 
-from booktools.build import katex
+from booktools.plugin import katex
 
-# KaTeX's style sheet and fonts, as the site serves them (booktools.build.katex), and a formula
+# KaTeX's style sheet and fonts, as the site serves them (booktools.plugin.katex), and a formula
 # rendered by the book's own renderer.
 KATEX_CSS = "<link rel='stylesheet' href='/katex/katex.min.css'>"
 

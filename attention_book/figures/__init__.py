@@ -25,7 +25,7 @@ Computations that are not drawing (training runs, measurements) live in
 
 What a figure is drawn from: the code of its module and of every module of the package it
 imports, and the stored runs it shows. The site build keys every drawn figure by a hash of that
-code with docstrings, comments and layout left out (`booktools.build.code_keys`), the keys of
+code with docstrings, comments and layout left out (`booktools.plugin.code_keys`), the keys of
 those runs in the store (`declaration`), `RENDER_VERSION` (how a figure is saved) and the
 library versions, and trains the declared runs a cold build lacks before it draws. A figure is
 cheap to draw again, so nothing needs to be bumped by hand: any change to the code it runs
@@ -127,7 +127,7 @@ def declaration(module: str) -> dict[str, Any]:
       where that key needs another run's stored result, with the run's version instead);
     - ``runs``: the names of those runs, which a cold build trains before it draws.
 
-    The code the figures run is keyed apart, by its content (`booktools.build.code_keys`).
+    The code the figures run is keyed apart, by its content (`booktools.plugin.code_keys`).
 
     Args:
         module: A figure module (``attention_book.figures.x``).

@@ -269,7 +269,7 @@ def check_page(
 
 
 #: What readers search for, and where the first result must lead: a chapter, not the API page
-#: of the same name (the API pages carry a lower search boost, `booktools.build.plugin`).
+#: of the same name (the API pages carry a lower search boost, `booktools.plugin.events`).
 READER_QUERIES = {
     "attention": "/chapters/",
     "kv cache": "/chapters/",

@@ -24,7 +24,7 @@ ANIMATIONS_SETTLED = """async () => {
 }"""
 
 # Reports the state of the page, once its fonts are loaded. Math is rendered when the site is
-# built (booktools.build.katex): each formula's element holds KaTeX's HTML and MathML, styled by
+# built (booktools.plugin.katex): each formula's element holds KaTeX's HTML and MathML, styled by
 # KaTeX's style sheet, and no script renders math in the page.
 PAGE_STATE = """async () => {
   await document.fonts.ready;

@@ -22,13 +22,13 @@ Nine rules, each a function that returns one line per problem (``PAGE:LINE: why`
   variable the gate sets for every block.
 - `listing_problems`: on a chapter's core page, a listing of the package's source that the
   reader sees unfolded is at most `LISTING_BUDGET` lines as the build shows it (docstrings cut
-  to their summary, `booktools.build.listings`): the idea in a listing a reader can retype,
+  to their summary, `booktools.plugin.listings`): the idea in a listing a reader can retype,
   the checks and fused paths in named helpers, longer code folded (``??? info``) or left to
   the API page.
 - `printed_problems`: a block that reads a trained model or a stored experiment (it imports
   from ``attention_book.experiments``) and prints shows what it printed: its expected output,
   or ``<!--book:printed-->`` on the line after it, where the build writes what it printed
-  (`booktools.build.printed`). A reader should see what the book's model answers.
+  (`booktools.plugin.printed`). A reader should see what the book's model answers.
 - `positional_problems`: a block builds the book's classes with at most `MAX_POSITIONAL`
   arguments by position and names the rest (``TransformerEncoder(200, 24, ffn_num_hiddens=48,
   ...)``), so that an example reads itself. The classes keep their d2l signatures: a reader's
@@ -319,7 +319,7 @@ def unfolded_listings(text: str, page: str = "a page") -> list[tuple[int, int, s
         ``(line, lines shown, file)`` for each listing outside a folded admonition, ``line``
         that of its fence in `text`.
     """
-    from booktools.build.listings import listing
+    from booktools.plugin.listings import listing
 
     found, folds = [], []  # folds: (indent, folded) of the admonitions around the line
     for piece in pieces(text):
@@ -349,7 +349,7 @@ def listing_problems(text: str, page: str = "a page") -> list[str]:
         ``line N: why`` for each; nothing for a page that is not a chapter's core (a deep dive
         says ``deep_dive:`` in its front matter).
     """
-    from booktools.build.reading import front_matter
+    from booktools.plugin.reading import front_matter
 
     if "chapters/" not in page or front_matter(text).get("deep_dive"):
         return []

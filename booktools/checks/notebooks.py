@@ -3,7 +3,7 @@
 Usage: ``python -m booktools.checks.notebooks [docs/chapters/x.md ...]`` (every chapter by
 default; ``make notebooks``).
 
-Each chapter is turned into its notebook by the build's own code (`booktools.build.notebooks`: the
+Each chapter is turned into its notebook by the build's own code (`booktools.plugin.notebooks`: the
 file a reader downloads, build fragments included, read from the figure cache or drawn) and
 executed in a fresh Jupyter kernel, in an empty temporary directory, on whatever machine this
 is: on a CPU-only machine the cells the page skips without a GPU print why and go on. Trained
@@ -25,9 +25,9 @@ from nbclient import NotebookClient
 from nbclient.exceptions import CellExecutionError
 
 from booktools import ROOT
-from booktools.build.figures import page_fragments
-from booktools.build.notebooks import chapter_notebook
-from booktools.build.state import BuildState
+from booktools.plugin.figures import page_fragments
+from booktools.plugin.notebooks import chapter_notebook
+from booktools.plugin.state import BuildState
 
 
 def page_notebook(page: Path) -> nbformat.NotebookNode:

@@ -21,7 +21,6 @@ from __future__ import annotations
 import gzip
 import html
 import json
-import logging
 import re
 import subprocess
 import sys
@@ -30,12 +29,13 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from mkdocs.exceptions import PluginError
+from mkdocs.plugins import get_plugin_logger
 from mkdocs.structure.files import File, Files
 
 from booktools import ROOT
-from booktools.build.state import BuildState
+from booktools.plugin.state import BuildState
 
-log = logging.getLogger("mkdocs.hooks.book")
+log = get_plugin_logger(__name__)
 
 CACHE = ROOT / ".cache"
 #: The widgets' code and style, served from ``assets/javascripts/live/``.

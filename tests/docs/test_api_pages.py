@@ -1,7 +1,7 @@
 """Every module of the package has its place in the API reference, which the build makes.
 
 The nav of ``mkdocs.yml`` names only the reference's index page; the build's plugin
-(`booktools.build.structure`) adds one page per public module of the package, in the order in
+(`booktools.plugin.structure`) adds one page per public module of the package, in the order in
 which the package's docstring names them, generates the pages that hold nothing but the
 module's docstrings (``# attention_book.x`` and ``::: attention_book.x``) and makes the
 index's table from the first line of each module's docstring. These tests check what it makes:
@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 from repo import ROOT
 
-from booktools.build.structure import (
+from booktools.plugin.structure import (
     API_INDEX,
     DOCUMENTED,
     StructureError,

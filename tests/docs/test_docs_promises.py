@@ -3,7 +3,7 @@
 The home page's chapter map, the introduction's plan of the book and the quick tour's last cell
 each tell the reader which chapters exist. They drifted once: they named chapters the nav did
 not have, and numbered them differently from one another. The map and the plan are now made by
-the build from the nav of ``mkdocs.yml`` (`booktools.build.structure`: the pages hold only a
+the build from the nav of ``mkdocs.yml`` (`booktools.plugin.structure`: the pages hold only a
 ``{{ book:... }}`` marker); these tests compare what it makes, and every other promise, with
 the nav, so a promise and the book cannot drift apart again:
 
@@ -28,8 +28,8 @@ import pytest
 import yaml
 from repo import ROOT
 
-from booktools.build.reading import deep_dive_of
-from booktools.build.structure import load_book, page_markdown
+from booktools.plugin.reading import deep_dive_of
+from booktools.plugin.structure import load_book, page_markdown
 
 DOCS = ROOT / "docs"
 LINK = re.compile(r"(?<!!)\[(?P<text>[^\]]+)\]\((?P<target>[^)\s]+)\)")

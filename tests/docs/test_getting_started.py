@@ -100,7 +100,7 @@ def test_the_commands_set_up_a_new_folder(tmp_path: Path):
         run(line)
     where = run(
         '.venv/bin/python -c "import attention_book; print(attention_book.__file__)" && '
-        ".venv/bin/python -m booktools.build.katex where"
+        ".venv/bin/python -m booktools.plugin.katex where"
     ).split()
     assert where[0] == str(clone / "attention_book" / "__init__.py")  # the new folder's package
     assert where[1].startswith(str(clone / ".venv"))  # KaTeX in the new environment

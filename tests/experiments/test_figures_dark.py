@@ -48,8 +48,8 @@ def test_rendering_a_figure_writes_a_light_and_a_dark_svg(tmp_path):
 
 
 def test_pages_show_the_variant_of_their_colour_scheme():
-    from booktools.build.figures import light_and_dark_figures
-    from booktools.build.state import BuildState
+    from booktools.plugin.figures import light_and_dark_figures
+    from booktools.plugin.state import BuildState
 
     page = "Text ![A plot of x.](../figures/some_plot.svg) more."
     assert light_and_dark_figures(page, BuildState()) == (
@@ -87,8 +87,8 @@ def test_a_frames_figure_is_written_frame_by_frame(tmp_path):
 
 
 def test_a_frames_figure_becomes_a_slider_on_the_page():
-    from booktools.build.figures import light_and_dark_figures
-    from booktools.build.state import BuildState
+    from booktools.plugin.figures import light_and_dark_figures
+    from booktools.plugin.state import BuildState
 
     state = BuildState(frames={"walk": {"control": "step", "labels": ["a", "b"], "start": 1}})
     page = light_and_dark_figures("![A walk.](../figures/walk.svg)", state, "chapters/x/")

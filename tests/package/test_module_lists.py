@@ -1,7 +1,7 @@
 """What a newcomer reads first names everything there is.
 
 - The docstring of ``attention_book/__init__.py`` lists the modules in the order of the book,
-  which the API reference follows (`booktools.build.structure`); every name it lists exists.
+  which the API reference follows (`booktools.plugin.structure`); every name it lists exists.
   A new chapter's module need not be listed (six files make a chapter, CONTRIBUTING.md): its
   API page then comes after the listed ones.
 - The docstring of ``booktools/__init__.py`` names every module of the build tooling.
@@ -20,7 +20,7 @@ from pathlib import Path
 
 from repo import ROOT
 
-from booktools.build.structure import load_book, public_modules
+from booktools.plugin.structure import load_book, public_modules
 
 DOCS = ROOT / "docs"
 FIGURES = ROOT / "attention_book" / "figures"
@@ -143,12 +143,12 @@ def test_the_checks_see_what_is_missing(tmp_path):
     (package / "sparse.py").write_text("")
     (package / "__main__.py").write_text("")
     assert unnamed_modules(package) == ["sparse"]
-    tools = tmp_path / "booktools" / "build"
+    tools = tmp_path / "booktools" / "plugin"
     tools.mkdir(parents=True)
-    (tmp_path / "booktools" / "__init__.py").write_text('"""`booktools.build`."""\n')
+    (tmp_path / "booktools" / "__init__.py").write_text('"""`booktools.plugin`."""\n')
     (tools / "__init__.py").write_text("")
-    (tools / "plugin.py").write_text("")
-    assert unnamed_tool_modules(tmp_path) == ["booktools.build.plugin"]
+    (tools / "events.py").write_text("")
+    assert unnamed_tool_modules(tmp_path) == ["booktools.plugin.events"]
     names = {"chapters/multihead-attention.md": ["multihead", "multihead_attention"]}
     assert figure_module_chapter("multihead", names) == "chapters/multihead-attention.md"
     assert figure_module_chapter("multihead_inside", names) == "chapters/multihead-attention.md"

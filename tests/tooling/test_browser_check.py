@@ -34,8 +34,8 @@ from booktools.browser.check import (
     page_url,
 )
 from booktools.browser.serve import launch, site_pages
-from booktools.build import katex
 from booktools.markdown import runnable_blocks
+from booktools.plugin import katex
 
 pytestmark = pytest.mark.skipif(
     shutil.which("chromium") is None, reason="needs Debian's chromium (make chromium)"

@@ -19,7 +19,7 @@ from booktools.browser import verdicts as browser_verdicts
 from booktools.browser.check import main
 from booktools.browser.serve import launch
 from booktools.browser.verdicts import Verdicts, checker_files, site_file
-from booktools.build import katex
+from booktools.plugin import katex
 
 pytestmark = pytest.mark.skipif(
     shutil.which("chromium") is None, reason="needs Debian's chromium (make chromium)"

@@ -1,4 +1,4 @@
-"""Content keys of the figures (booktools.build.code_keys): code counts, prose does not."""
+"""Content keys of the figures (booktools.plugin.code_keys): code counts, prose does not."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import shutil
 import pytest
 from repo import ROOT
 
-from booktools.build.code_keys import code_key, normalized, package_root, reached_modules
+from booktools.plugin.code_keys import code_key, normalized, package_root, reached_modules
 
 SOURCE = '''"""A module."""
 

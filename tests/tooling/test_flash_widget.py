@@ -21,10 +21,10 @@ from mkdocs.exceptions import PluginError
 from attention_book.flash.reference import naive_attention, tiled_attention_forward
 from booktools.browser.check import check_site
 from booktools.browser.serve import CHROMIUM_ARGS, find_chromium, launch
-from booktools.build.state import BuildState
 from booktools.live import flash
 from booktools.live import widgets as live
 from booktools.live.check import compare_kernels
+from booktools.plugin.state import BuildState
 
 needs_chromium = pytest.mark.skipif(
     shutil.which("chromium") is None, reason="needs Debian's chromium (make chromium)"

@@ -1,4 +1,4 @@
-"""Math rendered at build time by KaTeX (booktools.build.katex): every formula, the pinned one."""
+"""Math rendered at build time by KaTeX (booktools.plugin.katex): every formula, the pinned one."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import pytest
 from mkdocs.utils import yaml_load
 from repo import ROOT
 
-from booktools.build import katex
+from booktools.plugin import katex
 
 PAGES = sorted(path.relative_to(ROOT).as_posix() for path in (ROOT / "docs").rglob("*.md"))
 
@@ -120,7 +120,7 @@ def test_the_site_serves_the_style_sheet_and_fonts_of_that_release(tmp_path):
 
 
 def test_mathjax_is_gone():
-    for name in ("mkdocs.yml", "requirements.txt", "booktools/build/plugin.py"):
+    for name in ("mkdocs.yml", "requirements.txt", "booktools/plugin/events.py"):
         assert "mathjax" not in (ROOT / name).read_text(encoding="utf-8").lower(), name
 
 
@@ -173,7 +173,7 @@ def test_install_unpacks_only_what_the_site_needs(tmp_path, monkeypatch):
 
 
 def test_a_formula_outside_the_content_fails_the_page_and_words_pass():
-    from booktools.build.katex import raw_math_outside_content
+    from booktools.plugin.katex import raw_math_outside_content
 
     heading = '<nav><a href="#why">Why divide by \\(\\sqrt{d}\\)</a></nav>'
     content = '<article><h3 id="why">Why divide by <span class="arithmatex">\\(d\\)</span></h3>'

@@ -15,11 +15,11 @@ import pytest
 import torch
 from mkdocs.exceptions import PluginError
 
-from booktools.build.notebooks import chapter_notebook
-from booktools.build.state import BuildState
 from booktools.live import widgets as live
 from booktools.live.check import compare_case, largest_difference
 from booktools.live.export import exporter_digest, rounded, write_weights
+from booktools.plugin.notebooks import chapter_notebook
+from booktools.plugin.state import BuildState
 
 FACTS = {
     "num_parameters": 91578,

@@ -187,8 +187,8 @@ def test_the_scan_finds_a_fence_regex_in_a_broken_copy(tmp_path):
     ]
 
 
-@pytest.mark.parametrize("module", ["booktools.checks.snippets", "booktools.build.notebooks",
-                                    "booktools.build.notes", "booktools.build.listings",
+@pytest.mark.parametrize("module", ["booktools.checks.snippets", "booktools.plugin.notebooks",
+                                    "booktools.plugin.notes", "booktools.plugin.listings",
                                     "booktools.browser.page"])  # fmt: skip
 def test_the_tools_read_fences_through_the_reader(module):
     import importlib

@@ -30,8 +30,8 @@ from mkdocs.structure.files import get_files
 from mkdocs.structure.nav import Section, get_navigation
 from repo import ROOT
 
-from booktools.build import plugin as book_plugin
-from booktools.build.state import BuildState
+from booktools.plugin import events as book_plugin
+from booktools.plugin.state import BuildState
 
 CONCEPT = '''"""Local attention: each query attends only to the keys within a window around it."""
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 import nbformat
 from repo import ROOT
 
-from booktools.build.notebooks import chapter_notebook, jupytext_notebook
 from booktools.checks.notebooks import page_notebook, run_notebook
+from booktools.plugin.notebooks import chapter_notebook, jupytext_notebook
 
 PAGE = """# A chapter
 

@@ -1,14 +1,14 @@
-"""The build writes under a marked block what it printed (booktools.build.printed, issue 42)."""
+"""The build writes under a marked block what it printed (booktools.plugin.printed, issue 42)."""
 
 from __future__ import annotations
 
 import pytest
 from mkdocs.exceptions import PluginError
 
-from booktools.build import printed
-from booktools.build.printed import CAPTION, chain_id, insert_printed, print_blocks, run_block
 from booktools.checks.docs import printed_problems
 from booktools.markdown import printed_chains
+from booktools.plugin import printed
+from booktools.plugin.printed import CAPTION, chain_id, insert_printed, print_blocks, run_block
 
 PAGE = """\
 # A page
@@ -96,7 +96,7 @@ def test_the_docs_rule_wants_a_trained_models_output_shown():
 
 
 def test_a_printed_line_too_wide_for_the_page_fails_the_build_naming_the_block():
-    from booktools.build.printed import PRINTED_WIDTH
+    from booktools.plugin.printed import PRINTED_WIDTH
 
     chains = printed_chains(PAGE)
     wide = {chain_id(c): "x" * (PRINTED_WIDTH + 1) for _, c in chains}

@@ -1,4 +1,4 @@
-"""The core path (booktools.build.reading): page lengths, reading times, deep dives, summaries.
+"""The core path (booktools.plugin.reading): page lengths, reading times, deep dives, summaries.
 
 The build measures every chapter page and fails a core page over the budget; these tests check
 the measuring and the failing on made-up pages, and, on the book's own Markdown, that every
@@ -16,7 +16,7 @@ import yaml
 from mkdocs.exceptions import PluginError
 from repo import ROOT
 
-from booktools.build.reading import (
+from booktools.plugin.reading import (
     CORE_BUDGET,
     PACE,
     deep_dive_note,
@@ -27,7 +27,7 @@ from booktools.build.reading import (
     reading_minutes,
     text_length,
 )
-from booktools.build.structure import load_book, page_markdown
+from booktools.plugin.structure import load_book, page_markdown
 
 DOCS = ROOT / "docs"
 
@@ -253,7 +253,7 @@ def learning_path_problems(text: str, core_pages: list[str]) -> list[str]:
 
 
 def test_the_learning_path_is_the_nav_and_its_prerequisites_come_first():
-    """The build makes the path (`booktools.build.structure`); this checks what it makes."""
+    """The build makes the path (`booktools.plugin.structure`); this checks what it makes."""
     text = page_markdown(load_book(ROOT), "index.md")
     core = [page for page in chapter_pages() if deep_dive_of(page, DOCS) is None]
     assert learning_path_problems(text, core) == []
@@ -276,7 +276,7 @@ def test_the_learning_path_check_fails_on_what_it_must_reject():
 
 def test_the_core_route_is_held_to_three_and_a_half_hours():
     """Issue 42: the core route took 4 h 20 min by the pages' own estimates."""
-    from booktools.build.reading import CORE_ROUTE_MINUTES, check_core_route, core_route_minutes
+    from booktools.plugin.reading import CORE_ROUTE_MINUTES, check_core_route, core_route_minutes
 
     assert CORE_ROUTE_MINUTES == 210
     routes = {"chapters/a.md": "core", "chapters/b.md": "optional", "chapters/c.md": "core"}

@@ -1,4 +1,4 @@
-"""The referee of the build (booktools.build.referee): stored results against recorded headlines."""
+"""The build's referee (booktools.plugin.referee): stored results against recorded headlines."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from mkdocs.exceptions import PluginError
 
 from attention_book.experiments import multihead
 from attention_book.store import cached
-from booktools.build.referee import HEADLINES, referee
+from booktools.plugin.referee import HEADLINES, referee
 
 
 @pytest.fixture(autouse=True)

@@ -1,4 +1,4 @@
-"""What the search index holds and weighs (booktools.build.search_index)."""
+"""What the search index holds and weighs (booktools.plugin.search_index)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from mkdocs.exceptions import PluginError
 
-from booktools.build import search_index
-from booktools.build.search_index import check_search_index, exclude_code, paragraph_samples
+from booktools.plugin import search_index
+from booktools.plugin.search_index import check_search_index, exclude_code, paragraph_samples
 
 PAGE = (
     "<h2 id='idea'>The idea</h2><p>Attention is a weighted average of values, where the "
@@ -118,7 +118,7 @@ def test_the_budget_grows_with_the_chapters():
 
 
 def test_api_pages_weigh_less_in_the_search_unless_their_page_says_otherwise():
-    from booktools.build.search_index import API_SEARCH_BOOST, lower_api_pages
+    from booktools.plugin.search_index import API_SEARCH_BOOST, lower_api_pages
 
     api, chapter, chosen = {}, {}, {"search": {"boost": 2}}
     lower_api_pages("api/kv_cache.md", api)
@@ -129,7 +129,7 @@ def test_api_pages_weigh_less_in_the_search_unless_their_page_says_otherwise():
 
 
 def test_solutions_are_left_out_of_the_index_and_of_the_paragraphs_it_must_hold():
-    from booktools.build.search_index import exclude_code, paragraph_samples
+    from booktools.plugin.search_index import exclude_code, paragraph_samples
 
     page = (
         "<p>Exercise one asks you to compute something rather long here.</p>"

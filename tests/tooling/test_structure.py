@@ -1,4 +1,4 @@
-"""The book's structure made from the nav (`booktools.build.structure`): on a small book.
+"""The book's structure made from the nav (`booktools.plugin.structure`): on a small book.
 
 Each list is made from a nav, the pages' front matter and a package written here, and each
 way a page can fail to give what a list needs fails the build, naming the page.
@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from repo import ROOT
 
-from booktools.build.structure import (
+from booktools.plugin.structure import (
     StructureError,
     api_pages,
     chapter_map,

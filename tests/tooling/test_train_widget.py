@@ -29,10 +29,10 @@ from attention_book.playground import (
 )
 from booktools.browser.check import check_site
 from booktools.browser.serve import launch
-from booktools.build.state import BuildState
 from booktools.live import train
 from booktools.live import widgets as live
 from booktools.live.check import compare_training, decoded
+from booktools.plugin.state import BuildState
 
 needs_chromium = pytest.mark.skipif(
     shutil.which("chromium") is None, reason="needs Debian's chromium (make chromium)"

@@ -6,7 +6,7 @@ import sys
 
 from repo import ROOT
 
-from booktools.build.versions import pins, versions_line
+from booktools.plugin.versions import pins, versions_line
 
 REQUIREMENTS = """# pins
 torch==2.13.0

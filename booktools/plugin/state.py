@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 from mkdocs.exceptions import PluginError
 
 if TYPE_CHECKING:
-    from booktools.build.structure import Book
+    from booktools.plugin.structure import Book
 
 
 class MissingFragmentError(PluginError):
@@ -30,15 +30,15 @@ class BuildState:
             each value of a figure that returns values, by ``NAME.KEY``.
         frames: Each figure drawn as `Frames` (one drawing per value of a control): its
             ``control``, its ``labels`` and its ``start`` frame, by figure name.
-        page_lengths: Each chapter page's characters of text (`booktools.build.reading`), by its
+        page_lengths: Each chapter page's characters of text (`booktools.plugin.reading`), by its
             path under ``docs/``.
         search_samples: The first words of each paragraph of each chapter, by its URL, which
-            the search index must hold (`booktools.build.search_index`).
+            the search index must hold (`booktools.plugin.search_index`).
         live: Each live widget's facts (`booktools.live.widgets.widget_facts`): its exported model's
             folder, sizes and reference cases, by widget name (``{{ live:NAME }}``).
         printed: What each block marked ``<!--book:printed-->`` printed in this build, by its
-            codes (`booktools.build.printed`).
-        book: The book's structure (`booktools.build.structure.Book`), read from the nav, the
+            codes (`booktools.plugin.printed`).
+        book: The book's structure (`booktools.plugin.structure.Book`), read from the nav, the
             pages' front matter and the package; None where no build read it.
     """
 

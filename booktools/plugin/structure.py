@@ -54,7 +54,7 @@ from mkdocs.exceptions import PluginError
 from mkdocs.structure.files import File, Files
 from mkdocs.utils.meta import get_data
 
-from booktools.build.reading import front_matter
+from booktools.plugin.reading import front_matter
 
 #: The package whose modules the API reference documents.
 PACKAGE = "attention_book"
@@ -170,7 +170,7 @@ class Book:
         if value is None or (isinstance(value, str) and not value.strip()):
             raise StructureError(
                 f"docs/{page}: its front matter must give '{name}' "
-                f"(booktools.build.structure: {FIELDS[name]})"
+                f"(booktools.plugin.structure: {FIELDS[name]})"
             )
         return value
 

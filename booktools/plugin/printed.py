@@ -14,11 +14,11 @@ snippets compare. Such a block is marked on the line right after its closing fen
 and the build runs it in a fresh interpreter with the build's store (after the blocks it
 continues, whose own output is not shown), and writes what it printed there as a ``text``
 fence with a line that says so. The snippets run the block as any other; the page's sentences
-about the output are the build's too (`booktools.build.figures`), so that they hold on the
+about the output are the build's too (`booktools.plugin.figures`), so that they hold on the
 machine that built the page.
 
 Each output is cached in ``.cache/printed/KEY.txt``. The key holds the block's code, the source
-of the package, what the store holds for every declared run (`booktools.build.figures
+of the package, what the store holds for every declared run (`booktools.plugin.figures
 .declarations`' digests: a run trained again prints again) and the library versions.
 """
 
@@ -39,8 +39,8 @@ from mkdocs.exceptions import PluginError
 from mkdocs.plugins import get_plugin_logger
 
 from booktools import ROOT
-from booktools.build.figures import CACHE, FIGURE_LIBRARIES, declarations, render_jobs
 from booktools.markdown import PRINTED, PRINTED_WIDTH, printed_chains
+from booktools.plugin.figures import CACHE, FIGURE_LIBRARIES, declarations, render_jobs
 
 log = get_plugin_logger(__name__)
 

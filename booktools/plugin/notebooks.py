@@ -21,13 +21,13 @@ from mkdocs.structure.files import File, Files
 from mkdocs.utils.meta import get_data
 
 from booktools import ROOT
-from booktools.build.figures import FIGURE_LINK, insert_fragments
-from booktools.build.listings import listing
-from booktools.build.notes import note_for
-from booktools.build.state import BuildState
-from booktools.build.structure import insert_structure
 from booktools.live.widgets import notebook_text
 from booktools.markdown import Fence, Skip, is_mark, pieces
+from booktools.plugin.figures import FIGURE_LINK, insert_fragments
+from booktools.plugin.listings import listing
+from booktools.plugin.notes import note_for
+from booktools.plugin.state import BuildState
+from booktools.plugin.structure import insert_structure
 
 CACHE = ROOT / ".cache"
 CHAPTERS = "chapters/"
@@ -165,7 +165,7 @@ def jupytext_notebook(path: str | Path) -> nbformat.NotebookNode:
     import jupytext
 
     notebook = jupytext.read(path)
-    # What the page says about itself for the book's lists (booktools.build.structure): not
+    # What the page says about itself for the book's lists (booktools.plugin.structure): not
     # for readers.
     notebook.metadata.pop("book", None)
     notebook.metadata.get("jupytext", {}).pop("notebook_metadata_filter", None)

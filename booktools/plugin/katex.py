@@ -12,8 +12,8 @@ KaTeX runs where the site is built, in QuickJS (the ``quickjs`` package from PyP
 engine in a Python extension): the machine needs no Node.js. It runs KaTeX's own
 ``katex.min.js``, from the same npm release whose style sheet and fonts the site serves
 (`add_katex`, under ``assets/vendor/katex/``). That release is pinned in
-``booktools/build/katex-lock.json`` by version and sha512 digest (npm's ``integrity``);
-``python -m booktools.build.katex install`` (run by ``make setup``) downloads its tarball once,
+``booktools/plugin/katex-lock.json`` by version and sha512 digest (npm's ``integrity``);
+``python -m booktools.plugin.katex install`` (run by ``make setup``) downloads its tarball once,
 checks the digest, and unpacks its ``dist/`` into the virtual environment
 (``share/attention-book/katex-VERSION``). The build downloads nothing: without that folder it
 stops and says to run ``make setup``.
@@ -63,7 +63,7 @@ class KatexError(PluginError):
 
 @dataclass(frozen=True)
 class Lock:
-    """The pinned KaTeX release (``booktools/build/katex-lock.json``)."""
+    """The pinned KaTeX release (``booktools/plugin/katex-lock.json``)."""
 
     version: str
     tarball: str
@@ -129,7 +129,7 @@ def install(
         if integrity(data) != pinned.integrity:
             raise ValueError(
                 f"the tarball at {pinned.tarball} has digest {integrity(data)}, not the pinned "
-                f"{pinned.integrity} (booktools/build/katex-lock.json): refused"
+                f"{pinned.integrity} (booktools/plugin/katex-lock.json): refused"
             )
         cache.parent.mkdir(parents=True, exist_ok=True)
         cache.write_bytes(data)
@@ -159,7 +159,7 @@ def installed(prefix: str | Path | None = None) -> Path:
     if not (stamp.is_file() and stamp.read_text(encoding="utf-8") == lock().integrity):
         raise KatexError(
             f"KaTeX {lock().version} is not installed in {target}: run `make setup` "
-            "(or `python -m booktools.build.katex install`)"
+            "(or `python -m booktools.plugin.katex install`)"
         )
     return target
 
@@ -309,7 +309,7 @@ def add_katex(files, config) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m booktools.build.katex install``: unpack the pinned release here."""
+    """``python -m booktools.plugin.katex install``: unpack the pinned release here."""
     parser = argparse.ArgumentParser(description="KaTeX for the book's build")
     parser.add_argument("command", choices=["install", "where"])
     args = parser.parse_args(argv)

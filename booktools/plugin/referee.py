@@ -11,16 +11,16 @@ outside it fails the build, before a reader sees a page written from it.
 from __future__ import annotations
 
 import json
-import logging
 import time
 from pathlib import Path
 
 from mkdocs.exceptions import PluginError
+from mkdocs.plugins import get_plugin_logger
 
 from attention_book.experiments.probes import declared_runs
 from attention_book.experiments.spread import HEADLINES, check_headlines, headline_numbers
 
-log = logging.getLogger("mkdocs.hooks.book")
+log = get_plugin_logger(__name__)
 
 
 def referee(path: Path = HEADLINES) -> int:

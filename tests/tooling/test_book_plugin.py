@@ -8,10 +8,10 @@ from mkdocs.exceptions import PluginError
 from repo import ROOT
 
 from attention_book.figures import figure_functions, find_figure
-from booktools.build import figures, listings
-from booktools.build.notebooks import chapter_notebook
-from booktools.build.notes import first_run_notes
-from booktools.build.state import BuildState, MissingFragmentError
+from booktools.plugin import figures, listings
+from booktools.plugin.notebooks import chapter_notebook
+from booktools.plugin.notes import first_run_notes
+from booktools.plugin.state import BuildState, MissingFragmentError
 
 CHAPTER = """# A chapter
 
@@ -70,7 +70,7 @@ def test_figure_links_are_found_only_in_image_links():
 KEYS_SCRIPT = """
 import json, sys
 from pathlib import Path
-from booktools.build import figures
+from booktools.plugin import figures
 results = Path.cwd() / "benchmarks" / "results"  # the copy's
 modules, edits = json.loads(sys.argv[1]), json.loads(sys.argv[2])
 changed = []
@@ -318,7 +318,7 @@ def test_the_api_line_ends_its_block_when_prose_follows_the_listing_at_once():
     marker then sat inside a paragraph, and the page showed '{: .listing-api }' as text."""
     import markdown
 
-    from booktools.build.attr_lists import stray_attribute_lists
+    from booktools.plugin.attr_lists import stray_attribute_lists
 
     page = (
         '```python title="attention_book/masking.py"\n'
@@ -338,7 +338,7 @@ def test_the_api_line_ends_its_block_when_prose_follows_the_listing_at_once():
 
 
 def test_a_marker_left_as_text_in_a_built_page_fails_the_build_naming_the_page():
-    from booktools.build.attr_lists import check_attribute_lists, stray_attribute_lists
+    from booktools.plugin.attr_lists import check_attribute_lists, stray_attribute_lists
 
     left = "<p>API reference: <code>causal_mask</code>\n{: .listing-api }\nChange one token</p>"
     assert stray_attribute_lists(left) == ["...API reference: {: .listing-api }"]
@@ -384,7 +384,7 @@ def test_a_missing_fragment_fails_the_same_way_on_the_page_and_in_the_notebook()
 
 
 def test_the_plugin_keeps_its_state_in_the_configuration_of_each_build():
-    from booktools.build.plugin import BookPlugin, build_state
+    from booktools.plugin.events import BookPlugin, build_state
 
     plugin = BookPlugin()
     config = plugin.on_config({})
@@ -400,7 +400,7 @@ def test_mkdocs_finds_the_plugin_by_its_entry_point_after_search():
 
     import yaml
 
-    from booktools.build.plugin import BookPlugin
+    from booktools.plugin.events import BookPlugin
 
     assert entry_points(group="mkdocs.plugins")["book"].load() is BookPlugin
     config = yaml.load((ROOT / "mkdocs.yml").read_text(encoding="utf-8"), Loader=yaml.BaseLoader)

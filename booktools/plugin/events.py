@@ -7,35 +7,36 @@ in build order:
 1. ``on_config``: a new `BuildState` for this build, kept in the configuration that every
    later event receives (each rebuild of ``mkdocs serve`` starts clean); reads the book's
    structure from the nav, the pages' front matter and the package, and puts a page per module
-   in the nav's API reference (`booktools.build.structure`).
-2. ``on_files``: draws every figure and build fragment the pages use (`booktools.build.figures`),
+   in the nav's API reference (`booktools.plugin.structure`).
+2. ``on_files``: draws every figure and build fragment the pages use (`booktools.plugin.figures`),
    runs the blocks marked ``<!--book:printed-->`` whose output the cache lacks
-   (`booktools.build.printed`), exports the trained models that pages run live in the browser
-   (`booktools.live.widgets`), adds KaTeX's style sheet and fonts (`booktools.build.katex`),
-   one notebook per chapter (`booktools.build.notebooks`) and the generated API pages
-   (`booktools.build.structure`).
+   (`booktools.plugin.printed`), exports the trained models that pages run live in the browser
+   (`booktools.live.widgets`), adds KaTeX's style sheet and fonts (`booktools.plugin.katex`),
+   one notebook per chapter (`booktools.plugin.notebooks`) and the generated API pages
+   (`booktools.plugin.structure`).
 3. ``on_page_markdown``: writes under each marked block what it printed, puts in the lists
    the book's structure makes (``{{ book:NAME }}``: the
    chapter map, the learning path, the plan of the book, the API index:
-   `booktools.build.structure`), expands the listings of package source
-   (`booktools.build.listings`), puts a
-   note of what it trains before each block that may train (`booktools.build.notes`), inserts the
+   `booktools.plugin.structure`), expands the listings of package source
+   (`booktools.plugin.listings`), puts a
+   note of what it trains before each block that may train (`booktools.plugin.notes`), inserts the
    build fragments and the live widgets, shows each figure in light and dark, links each
-   chapter's notebook, says which versions its code was tested with (`booktools.build.versions`),
-   and puts a deep dive's note under its title (`booktools.build.reading`).
+   chapter's notebook, says which versions its code was tested with (`booktools.plugin.versions`),
+   and puts a deep dive's note under its title (`booktools.plugin.reading`).
 4. ``on_page_content``: marks what the search index leaves out (code blocks, the API pages'
-   parameter tables: `booktools.build.search_index`) and keeps the first words of each paragraph of
+   parameter tables: `booktools.plugin.search_index`) and keeps the first words of each paragraph of
    each chapter, which the index must hold.
 5. ``on_post_page``: fails the build on an attribute list left as text in a page
-   (`booktools.build.attr_lists`), measures each chapter page against the core budget and shows its
-   reading time (`booktools.build.reading`), renders every formula of the page with KaTeX
-   (`booktools.build.katex`: after the search plugin indexed the page, so the index keeps the TeX; a
-   formula KaTeX cannot render fails the build, naming the page and the formula), and strips
+   (`booktools.plugin.attr_lists`), measures each chapter page against the core budget and shows
+   its reading time (`booktools.plugin.reading`), renders every formula of the page with KaTeX
+   (`booktools.plugin.katex`: after the search plugin indexed the page, so the index keeps the
+   TeX; a formula KaTeX cannot render fails the build, naming the page and the formula), and strips
    the CDN script tags that nbconvert adds to notebook pages.
 6. ``on_post_build``: logs every chapter page's length, holds the core route to its reading
-   time (`booktools.build.reading`), checks the search index's weight and
-   content (`booktools.build.search_index`), then runs the referee (`booktools.build.referee`): the
-   headline numbers of every trained result in the store against those recorded for it.
+   time (`booktools.plugin.reading`), checks the search index's weight and
+   content (`booktools.plugin.search_index`), then runs the referee
+   (`booktools.plugin.referee`): the headline numbers of every trained result in the store
+   against those recorded for it.
 """
 
 from __future__ import annotations
@@ -47,40 +48,40 @@ from mkdocs.exceptions import PluginError
 from mkdocs.plugins import BasePlugin, get_plugin_logger
 from mkdocs.structure.files import Files
 
-from booktools.build.attr_lists import check_attribute_lists
-from booktools.build.figures import (
+from booktools.live.widgets import add_live_models, insert_live
+from booktools.plugin.attr_lists import check_attribute_lists
+from booktools.plugin.figures import (
     add_figures,
     declarations,
     insert_fragments,
     light_and_dark_figures,
 )
-from booktools.build.katex import add_katex, render_math
-from booktools.build.listings import expand_listings
-from booktools.build.notebooks import CHAPTERS, add_notebooks, notebook_uri
-from booktools.build.notes import first_run_notes
-from booktools.build.printed import insert_printed, print_blocks
-from booktools.build.reading import (
+from booktools.plugin.katex import add_katex, render_math
+from booktools.plugin.listings import expand_listings
+from booktools.plugin.notebooks import CHAPTERS, add_notebooks, notebook_uri
+from booktools.plugin.notes import first_run_notes
+from booktools.plugin.printed import insert_printed, print_blocks
+from booktools.plugin.reading import (
     check_core_route,
     deep_dive_note,
     length_report,
     measure_page,
 )
-from booktools.build.referee import referee
-from booktools.build.search_index import (
+from booktools.plugin.referee import referee
+from booktools.plugin.search_index import (
     check_search_index,
     exclude_code,
     lower_api_pages,
     paragraph_samples,
 )
-from booktools.build.state import BuildState
-from booktools.build.structure import (
+from booktools.plugin.state import BuildState
+from booktools.plugin.structure import (
     add_api_pages,
     expand_api_nav,
     insert_structure,
     read_book,
 )
-from booktools.build.versions import versions_line
-from booktools.live.widgets import add_live_models, insert_live
+from booktools.plugin.versions import versions_line
 
 log = get_plugin_logger(__name__)
 
@@ -232,7 +233,7 @@ class BookPlugin(BasePlugin):
 
         Raises:
             PluginError: If the page shows an attribute-list marker as text, or is a core chapter
-                page over the budget of `booktools.build.reading`, naming the page.
+                page over the budget of `booktools.plugin.reading`, naming the page.
             KatexError: If KaTeX cannot render a formula, naming the page and the formula.
         """
         check_attribute_lists(output, page.file.src_uri)

@@ -7,7 +7,7 @@ table or a sentence of measured numbers, Markdown that a figure function returns
 build measured. The build finds every name the pages use (`referenced_names`), draws the
 missing ones with ``python -m attention_book.figures`` in parallel worker processes, one figure
 module per worker at a time (`render`), into ``.cache/figures/``, each under its own key
-(`figure_key`): the code it runs, docstrings and comments left out (`booktools.build.code_keys`),
+(`figure_key`): the code it runs, docstrings and comments left out (`booktools.plugin.code_keys`),
 the keys of the stored results it shows (`attention_book.figures.declaration`), a digest of what
 the store holds for those results, the library versions, and the committed benchmark results or
 recorded spreads it shows. A cold build first trains the declared runs that the figures need
@@ -25,7 +25,6 @@ import functools
 import hashlib
 import html
 import json
-import logging
 import multiprocessing
 import os
 import re
@@ -41,14 +40,15 @@ from traceback import format_exception
 from typing import Any
 
 from mkdocs.exceptions import PluginError
+from mkdocs.plugins import get_plugin_logger
 from mkdocs.structure.files import File, Files
 
 from attention_book.figures.__main__ import main as draw_figures
 from booktools import ROOT
-from booktools.build.code_keys import code_key
-from booktools.build.state import BuildState
+from booktools.plugin.code_keys import code_key
+from booktools.plugin.state import BuildState
 
-log = logging.getLogger("mkdocs.hooks.book")
+log = get_plugin_logger(__name__)
 
 CACHE = ROOT / ".cache"
 #: Where the scripts of ``benchmarks/`` commit their results, which some figures show.
@@ -98,7 +98,7 @@ def figure_key(module: str, shows_results: bool, results: Path = RESULTS) -> str
     """The key of a module's figures: the code they run and the results they read.
 
     It covers the code of the module and of every package module it imports, without
-    docstrings, comments or layout (`booktools.build.code_keys.code_key`: editing prose draws
+    docstrings, comments or layout (`booktools.plugin.code_keys.code_key`: editing prose draws
     nothing again, any other edit of that code does), the module's declaration
     (`attention_book.figures.declaration`: the keys of the stored runs it shows), a digest of
     what the store holds for each of those runs (a run trained again under the same key, on
@@ -482,7 +482,7 @@ def frames_player(name: str, alt: str, up: str, about: dict) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m booktools.build.figures keys FILE``: write every figure module's key.
+    """``python -m booktools.plugin.figures keys FILE``: write every figure module's key.
 
     CI keys its saved ``.cache/figures`` by a digest of this file, as it keys the result store
     by the declared keys of the runs: a change that draws nothing saves no new cache.
@@ -495,7 +495,7 @@ def main(argv: list[str] | None = None) -> int:
     """
     import argparse
 
-    parser = argparse.ArgumentParser(prog="python -m booktools.build.figures")
+    parser = argparse.ArgumentParser(prog="python -m booktools.plugin.figures")
     parser.add_argument("command", choices=["keys"])
     parser.add_argument("file", type=Path, help="where to write {module: key} as JSON")
     args = parser.parse_args(argv)

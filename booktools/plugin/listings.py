@@ -24,8 +24,8 @@ from functools import cache
 from mkdocs.exceptions import PluginError
 
 from booktools import ROOT
-from booktools.build import structure
 from booktools.markdown import Fence, rewrite
+from booktools.plugin import structure
 
 #: An include line of pymdownx.snippets: ``--8<-- "path"`` or ``--8<-- "path:section"``.
 SNIPPET = re.compile(r'^--8<-- "(?P<path>[^":]+)(?::(?P<section>[\w-]+))?"$')
@@ -105,7 +105,7 @@ def shorten_docstrings(source: str) -> str:
 
 @cache
 def documented_modules() -> frozenset[str]:
-    """The modules the API reference documents (`booktools.build.structure`)."""
+    """The modules the API reference documents (`booktools.plugin.structure`)."""
     return structure.documented_modules(ROOT, ROOT / "docs")
 
 

@@ -92,7 +92,7 @@ def versions_line(markdown: str, requirements: str | None = None) -> str:
 
 
 def main() -> None:
-    """Print each chapter's line (``python -m booktools.build.versions``)."""
+    """Print each chapter's line (``python -m booktools.plugin.versions``)."""
     for page in sorted((ROOT / "docs" / "chapters").glob("*.md")):
         print(f"{page.name}: {versions_line(page.read_text(encoding='utf-8'))}")
 
