@@ -7,6 +7,8 @@ Introduction's figures of the same experiment are in `attention_book.figures.int
 
 from __future__ import annotations
 
+import functools
+import statistics
 from collections.abc import Sequence
 
 import matplotlib.pyplot as plt
@@ -31,6 +33,7 @@ from attention_book.experiments.bahdanau import (
 )
 from attention_book.experiments.spread import recorded_pairs
 from attention_book.plotting import BOOK_STYLE, markdown_table, new_figure, show_heatmaps
+from attention_book.timing import apart, interleaved_seconds, torch_threads
 
 __all__ = [
     "FIGURES",
@@ -379,6 +382,61 @@ def _digit_tokens(sentence: str) -> list[str]:
     return [token for token in sentence.split() if any(c.isdigit() for c in token)]
 
 
+#: How many test sentences the decoding times are measured on, and how many runs of each.
+DECODING_TIMED, DECODING_REPEATS = 64, 5
+
+
+@functools.cache
+def bahdanau_decoding_times() -> dict[str, list[float]]:
+    """CPU seconds to decode the first test sentences with the attention model, three ways.
+
+    Greedy decoding of the sentences as one batch (as the chapter's BLEU is computed), greedy
+    decoding one sentence at a time, and beam search (which decodes one sentence at a time):
+    timed in turns after one untimed run of each, on one thread (`interleaved_seconds`). The
+    trained model is read from the store; the times are this machine's, measured once per
+    process.
+
+    Returns:
+        ``{"greedy, batched": [...], "greedy, one at a time": [...], "beam": [...]}``, the
+        seconds of each run.
+    """
+    _, attention, data = bahdanau_trained_models()
+    sources = [source for source, _ in data.test_pairs[:DECODING_TIMED]]
+    beam = BAHDANAU_CONFIG.beam_size
+    ways = {
+        "greedy, batched": lambda: bahdanau_translate(attention, data, sources),
+        "greedy, one at a time": lambda: bahdanau_translate(attention, data, sources, batch_size=1),
+        "beam": lambda: bahdanau_translate(attention, data, sources, beam),
+    }
+    with torch_threads(1), torch.no_grad():
+        return interleaved_seconds(ways, DECODING_REPEATS)
+
+
+def _ratio(slow: Sequence[float], fast: Sequence[float]) -> tuple[float, float, float]:
+    """The ratio of two timings' medians, and the least and the most any two runs give."""
+    return (statistics.median(slow) / statistics.median(fast), min(slow) / max(fast),
+            max(slow) / min(fast))  # fmt: skip
+
+
+def _compared(beam: Sequence[float], greedy: Sequence[float]) -> str:
+    """How beam search's time compares with greedy decoding one sentence at a time, in words.
+
+    By the book's rule for timings (`attention_book.timing.apart`): "times as long" only when
+    every run of one is slower than every run of the other; "within noise" otherwise.
+    """
+    ratio, low, high = _ratio(beam, greedy)
+    if apart(beam, greedy) == 1:
+        return (
+            f"took {ratio:.1f} times as long as greedy decoding one sentence at a time "
+            f"({low:.1f} to {high:.1f})"
+        )
+    way = "faster than" if apart(beam, greedy) == -1 else "within noise of"
+    return (
+        f"was {way} greedy decoding one sentence at a time (the medians' ratio is "
+        f"{ratio:.1f}; any two runs give {low:.1f} to {high:.1f})"
+    )
+
+
 def bahdanau_facts() -> dict[str, str]:
     """The numbers the chapter's sentences cite, and `bahdanau_verdict`'s words on them.
 
@@ -413,7 +471,8 @@ def bahdanau_facts() -> dict[str, str]:
         - token_bleu(result["greedy"][name], references)
         for name in ("plain", "attention")
     }
-    seconds = result["decode_seconds"]["attention"]
+    times = bahdanau_decoding_times()
+    batched = _ratio(times["beam"], times["greedy, batched"])
     facts = {
         "first_bucket": bucket_label(*LENGTH_BUCKETS[0]),
         "last_bucket": bucket_label(*LENGTH_BUCKETS[-1]),
@@ -432,7 +491,11 @@ def bahdanau_facts() -> dict[str, str]:
         "beam_size": str(BAHDANAU_CONFIG.beam_size),
         "beam_change_plain": f"{beam_change['plain']:+.1f}",
         "beam_change_attention": f"{beam_change['attention']:+.1f}",
-        "beam_time_ratio": f"{seconds['beam'] / seconds['greedy']:.0f}",
+        "timed_sentences": str(DECODING_TIMED),
+        "timed_runs": str(DECODING_REPEATS),
+        "beam_time_ratio": f"{batched[0]:.1f}",
+        "beam_time_range": f"{batched[1]:.1f} to {batched[2]:.1f}",
+        "beam_vs_single": _compared(times["beam"], times["greedy, one at a time"]),
     }
     for column, name in enumerate(("attention", "plain")):  # the columns of `recorded`
         facts[f"bleu_first_{name}"] = f"{scores[name][0]:.1f}"

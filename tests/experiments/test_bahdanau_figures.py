@@ -101,3 +101,22 @@ def test_the_pages_word_the_findings_from_the_build(page):
     text = (CHAPTERS / page).read_text(encoding="utf-8")
     for key in ("trend_plain", "trend_attention", "epoch_time", "recorded_order"):
         assert f"{{{{ build:bahdanau_facts.{key} }}}}" in text, key
+
+
+def test_beam_search_time_is_worded_by_the_timing_rule():
+    from attention_book.figures.bahdanau import _compared
+
+    slower = _compared([2.0, 2.2, 2.1], [1.0, 1.1, 1.05])
+    assert slower == "took 2.0 times as long as greedy decoding one sentence at a time (1.8 to 2.2)"
+    overlapping = _compared([1.0, 1.3, 1.2], [0.9, 1.1, 1.0])
+    assert overlapping.startswith("was within noise of greedy decoding one sentence at a time")
+    assert "the medians' ratio is 1.2" in overlapping
+    assert _compared([0.5, 0.6], [1.0, 1.1]).startswith("was faster than greedy decoding")
+
+
+def test_the_decoding_page_times_the_search_beside_both_greedy_decodings():
+    from attention_book.figures.bahdanau import DECODING_REPEATS, bahdanau_decoding_times
+
+    times = bahdanau_decoding_times()
+    assert set(times) == {"greedy, batched", "greedy, one at a time", "beam"}
+    assert all(len(runs) == DECODING_REPEATS >= 5 for runs in times.values())
