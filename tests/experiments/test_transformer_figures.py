@@ -453,6 +453,6 @@ def test_the_norm_page_reads_the_stacks_through_the_build():
     text = chapter_text("transformer-norms.md")
     for key in ("better", "rate", "warm_change", "warm_pre", "recorded_pre", "recorded_warmup"):
         assert f"{{{{ build:transformer_norm_facts.{key} }}}}" in text, key
-    assert "is the random seed's, not the norm's." in text
+    assert "cannot tell its effect apart from that of the random seed." in text
     facts = transformer_norm_facts()
     assert float(facts["better_loss"]) <= float(facts["worse_loss"])
