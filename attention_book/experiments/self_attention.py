@@ -12,26 +12,29 @@ length:
   norm of the gradient of the last output with respect to every input position (a measured
   stand-in for the maximum path length of Vaswani et al., Table 1).
 
-Both are cheap (seconds) and run at build time. Timings are medians over repeats on one CPU
-thread (each repeat at least `MIN_SECONDS` long, a loop of calls where one is quicker), by
-that thread's CPU time (`time.thread_time`), which the other processes of a loaded
-machine do not inflate as they inflate the wall clock; absolute times still depend on the
-machine. They are kept
-for the life of the process (`functools.cache`), so the figure and the table that show them
-show the same run.
+Both are cheap (seconds) and run at build time. At each length the three layers are timed in
+turns (convolution, GRU, self-attention, convolution, ...), after a warm-up, on one CPU thread
+(each run at least `MIN_SECONDS` long, a loop of calls where one is quicker), by that thread's
+CPU time (`time.thread_time`): other programs do not add their own time to it as they do to the
+wall clock, though they still slow it through the caches and memory they share. Every run is
+kept, and the slope is fitted to each run as well as to the medians, so that a page can say how
+far the runs move it. The timings are kept for the life of the process (`functools.cache`), so
+the figure and the table that show them show the same run.
 """
 
 from __future__ import annotations
 
 import math
+import statistics
 import time
+from collections.abc import Callable
 from functools import cache, partial
 
 import torch
 from torch import Tensor, nn
 
 from attention_book.multihead import MultiHeadAttention
-from attention_book.timing import median_seconds, torch_threads
+from attention_book.timing import interleaved_seconds, torch_threads
 
 __all__ = [
     "FIT_FROM",
@@ -182,41 +185,71 @@ def self_attention_flops(n: int, num_hiddens: int) -> dict[str, int]:
     }
 
 
-@cache
-def self_attention_timings(repeats: int = 5) -> dict[str, dict[str, list[float] | float]]:
-    """Median forward time of each layer at each of `SEQUENCE_LENGTHS` (one sequence, one thread).
+def _calls_filling(compute: Callable[[], object], seconds: float) -> tuple[Callable[[], None], int]:
+    """A loop of as many calls of `compute` as fill `seconds` of CPU time, and their number."""
+    compute()  # warm: the first call pays for what happens once
+    start = time.thread_time()
+    compute()
+    calls = max(1, math.ceil(seconds / max(time.thread_time() - start, 1e-9)))
 
-    Each time is the CPU time of the calling thread, which runs PyTorch's operators itself
-    when PyTorch has one thread: on a machine shared with other programs the wall clock
-    would count the time they take too.
+    def loop() -> None:
+        for _ in range(calls):
+            compute()
+
+    return loop, calls
+
+
+@cache
+def self_attention_timings(repeats: int = 5) -> dict[str, dict[str, list | float]]:
+    """Forward time of each layer at each of `SEQUENCE_LENGTHS` (one sequence, one thread).
+
+    At each length the three layers are timed in turns, `repeats` runs each after a warm-up
+    (`attention_book.timing.interleaved_seconds`), each run a loop of calls at least
+    `MIN_SECONDS` long, counted per call. Each time is the CPU time of the calling thread,
+    which runs PyTorch's operators itself when PyTorch has one thread: on a machine shared
+    with other programs the wall clock would count the time they take too.
 
     Args:
-        repeats: Timed calls per layer and length (the median is kept).
+        repeats: Timed runs per layer and length.
 
     Returns:
-        Per layer name: ``"seconds"`` (one median per length) and ``"slope"`` (fitted on the
-        lengths from `FIT_FROM` up).
+        Per layer name: ``"runs"`` (the seconds per call of every run, a list per length),
+        ``"seconds"`` (their median at each length), ``"slope"`` (fitted to the medians on
+        the lengths from `FIT_FROM` up) and ``"run_slopes"`` (the same fit to each run: run
+        ``k`` at every length).
     """
     torch.manual_seed(0)
     layers = self_attention_layers(TIMING_WIDTH)
-    results: dict[str, dict[str, list[float] | float]] = {}
+    runs: dict[str, list[list[float]]] = {name: [] for name in layers}
     # One core for every layer: a fair, less noisy comparison.
     with torch_threads(1), torch.no_grad():
-        for name, layer in layers.items():
+        for layer in layers.values():
             layer.eval()
-            seconds = [
-                median_seconds(
-                    partial(layer, torch.randn(1, n, TIMING_WIDTH)),
-                    repeats,
-                    time.thread_time,
-                    min_seconds=MIN_SECONDS,
-                )
-                for n in SEQUENCE_LENGTHS
-            ]
-            fitted = [(n, t) for n, t in zip(SEQUENCE_LENGTHS, seconds, strict=True)]
-            fitted = [(n, t) for n, t in fitted if n >= FIT_FROM]
-            slope = fitted_slope([n for n, _ in fitted], [t for _, t in fitted])
-            results[name] = {"seconds": seconds, "slope": slope}
+        for n in SEQUENCE_LENGTHS:
+            x = torch.randn(1, n, TIMING_WIDTH)
+            loops = {
+                name: _calls_filling(partial(layer, x), MIN_SECONDS)
+                for name, layer in layers.items()
+            }
+            times = interleaved_seconds(
+                {name: loop for name, (loop, _) in loops.items()}, repeats, time.thread_time
+            )
+            for name, (_, calls) in loops.items():
+                runs[name].append([t / calls for t in times[name]])
+    fit = [n for n in SEQUENCE_LENGTHS if n >= FIT_FROM]
+    first = len(SEQUENCE_LENGTHS) - len(fit)
+    results: dict[str, dict[str, list | float]] = {}
+    for name, per_length in runs.items():
+        seconds = [statistics.median(times) for times in per_length]
+        results[name] = {
+            "runs": per_length,
+            "seconds": seconds,
+            "slope": fitted_slope(fit, seconds[first:]),
+            "run_slopes": [
+                fitted_slope(fit, [times[k] for times in per_length[first:]])
+                for k in range(repeats)
+            ],
+        }
     return results
 
 

@@ -50,13 +50,25 @@ def self_attention_timing_plot() -> Figure:
         ax = fig.add_subplot()
         for name, result in timings.items():
             milliseconds = [1e3 * t for t in result["seconds"]]
-            label = f"{name} (slope {result['slope']:.2f})"
-            ax.plot(SEQUENCE_LENGTHS, milliseconds, "o-", color=COLORS[name], label=label)
+            low, high = _slope_range(result)
+            label = f"{name} (slope {result['slope']:.2f}; runs {low:.2f} to {high:.2f})"
+            bars = [
+                [
+                    1e3 * (m - min(runs))
+                    for m, runs in zip(result["seconds"], result["runs"], strict=True)
+                ],
+                [
+                    1e3 * (max(runs) - m)
+                    for m, runs in zip(result["seconds"], result["runs"], strict=True)
+                ],
+            ]
+            ax.errorbar(SEQUENCE_LENGTHS, milliseconds, yerr=bars, fmt="o-", color=COLORS[name],
+                        label=label, capsize=2)  # fmt: skip
         ax.axvspan(FIT_FROM, SEQUENCE_LENGTHS[-1], color="#999999", alpha=0.12, lw=0)
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
         ax.set_xlabel("sequence length n")
-        ax.set_ylabel("forward CPU time (ms, median)")
+        ax.set_ylabel("forward CPU time (ms):\nmedian, bars the range of the runs")
         ax.set_title(f"Width {TIMING_WIDTH}, one sequence, one CPU thread")
         ax.legend(fontsize=8)
         fig.tight_layout()
@@ -69,12 +81,17 @@ def self_attention_timing_table() -> str:
     shown = [n for n in SEQUENCE_LENGTHS if n in (16, 128, 512, 1024, 2048)]
     header = " | ".join(f"n = {n}" for n in shown)
     lines = [
-        f"| layer | {header} | slope for n ≥ {FIT_FROM} |",
-        "| --- | " + "--- | " * len(shown) + "--- |",
+        f"| layer | {header} | slope for n ≥ {FIT_FROM} | slope of each run |",
+        "| --- | " + "--- | " * len(shown) + "--- | --- |",
     ]
     for name, result in timings.items():
         cells = [f"{1e3 * result['seconds'][SEQUENCE_LENGTHS.index(n)]:.2f} ms" for n in shown]
-        lines.append(f"| {name} | " + " | ".join(cells) + f" | {result['slope']:.2f} |")
+        low, high = _slope_range(result)
+        lines.append(
+            f"| {name} | "
+            + " | ".join(cells)
+            + f" | {result['slope']:.2f} | {low:.2f} to {high:.2f} |"
+        )
     return "\n".join(lines)
 
 
@@ -96,6 +113,12 @@ def self_attention_gradient_reach_plot() -> Figure:
         ax.legend(fontsize=8)
         fig.tight_layout()
     return fig
+
+
+def _slope_range(result: dict) -> tuple[float, float]:
+    """The lowest and the highest slope fitted to one layer's runs (and to their medians)."""
+    slopes = [float(result["slope"]), *result.get("run_slopes", ())]
+    return min(slopes), max(slopes)
 
 
 def _slopes_between(lengths: list[int], seconds: list[float]) -> list[float]:
@@ -121,8 +144,9 @@ def _timing_numbers(timings: dict[str, dict[str, list[float] | float]]) -> dict[
             `SEQUENCE_LENGTHS` and the fitted ``"slope"``.
 
     Returns:
-        "fit" and "short" (the lengths fitted, and those below), each layer's "slope",
-        "seconds" and "short_slope" (fitted below `FIT_FROM`), self-attention's "local"
+        "fit" and "short" (the lengths fitted, and those below), each layer's "slope", its
+        "slope_range" over the runs (`_slope_range`), "seconds" and "short_slope" (fitted
+        below `FIT_FROM`), self-attention's "run_local" (each run's local slopes) and "local"
         slopes over the fitted doublings, "scores_share" (the share of its FLOPs in the
         quadratic part at each fitted length), the slope "flop_slope" and the local slopes
         "flop_local" of a time proportional to its FLOPs, and "faster" (the lengths at which
@@ -132,7 +156,17 @@ def _timing_numbers(timings: dict[str, dict[str, list[float] | float]]) -> dict[
     fit = [n for n in lengths if n >= FIT_FROM]
     short = [n for n in lengths if n < FIT_FROM]
     slope = {name: float(result["slope"]) for name, result in timings.items()}
+    slope_range = {name: _slope_range(result) for name, result in timings.items()}
     seconds = {name: list(result["seconds"]) for name, result in timings.items()}
+    attention_runs = timings["self-attention"].get("runs")
+    run_local = (
+        [
+            _slopes_between(fit, [times[k] for times in attention_runs[len(short) :]])
+            for k in range(len(attention_runs[0]))
+        ]
+        if attention_runs
+        else [_slopes_between(fit, seconds["self-attention"][len(short) :])]
+    )
     flops = [self_attention_flops(n, TIMING_WIDTH) for n in fit]
     attention_flops = [f["self-attention projections"] + f["self-attention scores"] for f in flops]
     attention, gru = seconds["self-attention"], seconds["GRU"]
@@ -140,6 +174,8 @@ def _timing_numbers(timings: dict[str, dict[str, list[float] | float]]) -> dict[
         "fit": fit,
         "short": short,
         "slope": slope,
+        "slope_range": slope_range,
+        "run_local": run_local,
         "seconds": seconds,
         "short_slope": {name: fitted_slope(short, seconds[name][: len(short)]) for name in slope},
         "local": _slopes_between(fit, seconds["self-attention"][len(short) :]),
@@ -211,7 +247,7 @@ def self_attention_verdict(
         ``"attention_summary"``.
     """
     n = _timing_numbers(timings)
-    fit, slope, local, flop_slope = n["fit"], n["slope"], n["local"], n["flop_slope"]
+    fit, slope, flop_slope = n["fit"], n["slope"], n["flop_slope"]
     words = {}
     if n["faster"]:
         words["faster"] = (
@@ -221,24 +257,32 @@ def self_attention_verdict(
     else:
         words["faster"] = "the GRU was faster than self-attention at every length."
 
-    linear = {"convolution": slope["convolution"], "GRU": slope["GRU"]}
-    close = [name for name, s in linear.items() if abs(s - 1) <= 0.15]
+    # A slope is close to 1 when every run's is (within 0.15), away from it when none is.
+    ranges = {name: n["slope_range"][name] for name in ("convolution", "GRU")}
+    close = [name for name, (lo, hi) in ranges.items() if lo >= 0.85 and hi <= 1.15]
+    away = [name for name, (lo, hi) in ranges.items() if lo > 1.15 or hi < 0.85]
     if len(close) == 2:
-        text = "Both slopes are close to 1, as Table 1 predicts."
+        text = "Both slopes are close to 1 in every run, as Table 1 predicts."
     else:
         sentences = []
         if close:
             named = _names(close)
             sentences.append(
-                f"{named[0].upper() + named[1:]}'s slope is close to 1, as Table 1 predicts."
+                f"{named[0].upper() + named[1:]}'s slope is close to 1 in every run, as Table 1 "
+                "predicts."
             )
-        for name, s in linear.items():
-            if name not in close:
-                pace = "faster" if s > 1 else "more slowly"
+        for name, (lo, hi) in ranges.items():
+            if name in away:
+                pace = "faster" if lo > 1 else "more slowly"
                 sentences.append(
-                    f"The {name}'s time grew {pace} than linearly, though its work does not: at "
-                    "these lengths its time is not proportional to its work, and this build does "
-                    "not measure why."
+                    f"The {name}'s time grew {pace} than linearly in every run, though its work "
+                    "does not: at these lengths its time is not proportional to its work, and "
+                    "this build does not measure why."
+                )
+            elif name not in close:
+                sentences.append(
+                    f"The {name}'s slope ranged from {lo:.2f} to {hi:.2f} over the runs: they "
+                    "cannot say whether it is close to 1."
                 )
         text = " ".join(sentences)
     words["linear_close"] = text
@@ -257,23 +301,37 @@ def self_attention_verdict(
         )
 
     measured = slope["self-attention"]
-    if abs(measured - flop_slope) <= 0.1:
+    lo, hi = n["slope_range"]["self-attention"]
+    if abs(lo - flop_slope) <= 0.1 and abs(hi - flop_slope) <= 0.1:
         words["attention_vs_flops"] = f"close to the FLOP count's {flop_slope:.2f}."
-    else:
+    elif hi < flop_slope - 0.1 or lo > flop_slope + 0.1:
         pace = "more slowly" if measured < flop_slope else "faster"
         words["attention_vs_flops"] = (
             f"{'below' if measured < flop_slope else 'above'} the FLOP count's {flop_slope:.2f}: "
-            f"in this build the time grew {pace} than the FLOPs of the matrix products."
+            f"in every run the time grew {pace} than the FLOPs of the matrix products."
         )
-    if local[-1] < local[-2] - 0.05:
-        words["attention_local"] = (
-            "fell over the last doubling, which the FLOP count, whose local slopes rise towards "
-            "2, does not explain."
-        )
-    elif local[-1] > local[-2] + 0.05:
-        words["attention_local"] = "still rose over the last doubling, as the FLOP count's does."
     else:
+        words["attention_vs_flops"] = (
+            f"not told apart from the FLOP count's {flop_slope:.2f}: the runs' slopes range from "
+            f"{lo:.2f} to {hi:.2f}."
+        )
+    changes = [run[-1] - run[-2] for run in n["run_local"]]
+    if all(change < -0.05 for change in changes):
+        words["attention_local"] = (
+            "fell over the last doubling in every run, which the FLOP count, whose local slopes "
+            "rise towards 2, does not explain."
+        )
+    elif all(change > 0.05 for change in changes):
+        words["attention_local"] = (
+            "still rose over the last doubling in every run, as the FLOP count's does."
+        )
+    elif all(abs(change) <= 0.05 for change in changes):
         words["attention_local"] = "was about the same over the last two doublings."
+    else:
+        words["attention_local"] = (
+            f"changed over the last doubling by {min(changes):+.2f} to {max(changes):+.2f} from "
+            "run to run: the runs do not say which way it moves there."
+        )
 
     if n["seconds"]["GRU"][-1] / n["seconds"]["convolution"][-1] > 4:
         words["gru_gap"] = (
@@ -347,6 +405,10 @@ def self_attention_facts() -> dict[str, str]:
         "conv_slope": f"{slope['convolution']:.2f}",
         "gru_slope": f"{slope['GRU']:.2f}",
         "attention_slope": f"{slope['self-attention']:.2f}",
+        "conv_slope_range": "{:.2f} to {:.2f}".format(*n["slope_range"]["convolution"]),
+        "gru_slope_range": "{:.2f} to {:.2f}".format(*n["slope_range"]["GRU"]),
+        "attention_slope_range": "{:.2f} to {:.2f}".format(*n["slope_range"]["self-attention"]),
+        "runs": str(len(timings["convolution"]["runs"][0])),
         "ratio_first": f"{share[0] / (1 - share[0]):.0f}",
         "ratio_last": f"{share[-1] / (1 - share[-1]):.0f}",
         "scores_share_first": f"{share[0]:.0%}",

@@ -46,18 +46,36 @@ def test_fitted_slope_recovers_a_power_law():
         fitted_slope([1], [1.0])
 
 
-def test_timings_take_the_cpu_time_of_the_timing_thread(monkeypatch):
+def test_timings_take_the_cpu_time_of_the_timing_thread_the_layers_in_turns(monkeypatch):
     # On a machine shared with other programs the wall clock counts their time too.
-    clocks = []
+    calls = []
 
-    def fake_median(compute, repeats, clock=time.perf_counter, min_seconds=0.0):
-        clocks.append((clock, min_seconds))
-        return 1e-3
+    def fake_interleaved(computations, repeats, clock=time.perf_counter, **options):
+        calls.append((tuple(computations), repeats, clock))
+        return {name: [1e-3 * (k + 1) for k in range(repeats)] for name in computations}
 
-    monkeypatch.setattr(self_attention_module, "median_seconds", fake_median)
-    self_attention_module.self_attention_timings.__wrapped__(repeats=1)
-    # ... and each timed run lasts long enough that the clock's jitter weighs little.
-    assert clocks and set(clocks) == {(time.thread_time, self_attention_module.MIN_SECONDS)}
+    monkeypatch.setattr(self_attention_module, "interleaved_seconds", fake_interleaved)
+    result = self_attention_module.self_attention_timings.__wrapped__(repeats=3)
+    layers = ("convolution", "GRU", "self-attention")
+    assert calls == [(layers, 3, time.thread_time)] * len(self_attention_module.SEQUENCE_LENGTHS)
+    for name in layers:  # every run kept, a slope fitted to each
+        assert len(result[name]["runs"]) == len(self_attention_module.SEQUENCE_LENGTHS)
+        assert len(result[name]["run_slopes"]) == 3
+
+
+def test_each_timed_run_is_a_loop_long_enough_for_the_clock(monkeypatch):
+    ticks = iter(range(10_000))
+
+    def clock() -> float:  # each reading a millisecond after the last: a call takes 1 ms
+        return next(ticks) * 1e-3
+
+    monkeypatch.setattr(self_attention_module.time, "thread_time", clock)
+    done = []
+    loop, calls = self_attention_module._calls_filling(lambda: done.append(1), 0.02)
+    assert calls == 20  # 20 calls of a millisecond fill 0.02 s
+    done.clear()
+    loop()
+    assert len(done) == 20
 
 
 def test_quick_work_is_timed_in_a_loop_and_counted_per_call():

@@ -75,7 +75,7 @@ def test_the_flop_count_gives_the_numbers_of_the_prose():
 
 def test_slopes_close_to_the_counts_are_called_so():
     words = verdict(timings(power_law(1), power_law(1.02, scale=1e-5), flop_proportional()))
-    assert words["linear_close"] == "Both slopes are close to 1, as Table 1 predicts."
+    assert words["linear_close"] == "Both slopes are close to 1 in every run, as Table 1 predicts."
     assert words["attention_vs_flops"] == "close to the FLOP count's 1.84."
     assert words["attention_local"].startswith("still rose over the last doubling")
     assert words["summary_attention"].startswith("stays below 2 at these lengths")
@@ -92,8 +92,10 @@ def test_slopes_away_from_the_counts_are_not_called_linear_or_expected():
     attention[-1] = attention[-2] * 2**1.64
     words = verdict(timings(power_law(1.45), power_law(1.0), attention))
     assert "Both slopes are close to 1" not in words["linear_close"]
-    assert words["linear_close"].startswith("The GRU's slope is close to 1, as Table 1 predicts.")
-    assert "The convolution's time grew faster than linearly" in words["linear_close"]
+    assert words["linear_close"].startswith(
+        "The GRU's slope is close to 1 in every run, as Table 1 predicts."
+    )
+    assert "The convolution's time grew faster than linearly in every run" in words["linear_close"]
     assert words["attention_vs_flops"].startswith("below the FLOP count's 1.84: ")
     assert "grew more slowly than the FLOPs" in words["attention_vs_flops"]
     assert words["attention_local"].startswith("fell over the last doubling")
@@ -193,3 +195,29 @@ def test_the_page_words_the_reach_from_the_build():
     text = page.read_text(encoding="utf-8")
     for key in ("conv_reach", "gru_reach", "attention_reach", "gru_summary", "attention_summary"):
         assert f"{{{{ build:self_attention_facts.{key} }}}}" in text, key
+
+
+def test_slopes_the_runs_disagree_on_are_worded_as_undecided():
+    # The medians' fits say 1.0 and 1.84, but the runs' fits straddle both thresholds.
+    measured = timings(power_law(1), power_law(1), flop_proportional())
+    measured["convolution"]["run_slopes"] = [0.8, 1.0, 1.1]
+    measured["self-attention"]["run_slopes"] = [1.6, 1.84, 1.9]
+    words = verdict(measured)
+    assert words["linear_close"] == (
+        "The GRU's slope is close to 1 in every run, as Table 1 predicts. The convolution's slope "
+        "ranged from 0.80 to 1.10 over the runs: they cannot say whether it is close to 1."
+    )
+    assert words["attention_vs_flops"] == (
+        "not told apart from the FLOP count's 1.84: the runs' slopes range from 1.60 to 1.90."
+    )
+
+
+def test_a_local_slope_the_runs_move_both_ways_is_not_read():
+    measured = timings(power_law(1), power_law(1), power_law(2))
+    rising, falling = power_law(2), power_law(2)
+    rising[-1] *= 1.2  # the last doubling steeper in one run ...
+    falling[-1] /= 1.2  # ... and flatter in the other
+    measured["self-attention"]["runs"] = [[a, b] for a, b in zip(rising, falling, strict=True)]
+    words = verdict(measured)
+    assert words["attention_local"].startswith("changed over the last doubling by -0.26 to +0.26")
+    assert words["attention_local"].endswith("the runs do not say which way it moves there.")
