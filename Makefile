@@ -5,7 +5,7 @@
 #   make expected PAGE=docs/chapters/x.md   rewrite the page's expected outputs that changed
 #   make notebooks   run every chapter's downloadable notebook (CI runs it after make test)
 #   make probes RUN=name      record the probe of a new or bumped run (tests/recorded/probes.json)
-#   make crossmachine RECORD=1 RUN=name   record the run's spread over five variants
+#   make crossmachine RECORD=1 RUN=name   record the run's spread over seven variants
 #                       (tests/recorded/headlines.json); without RUN, every run; without
 #                       RECORD, train under other CPU arithmetic, referee and read them
 #   make drift       the unit tests and snippets on the newest releases, no pins (CI: weekly)
@@ -150,9 +150,10 @@ probes: setup
 # Other machines, emulated (booktools/checks/crossmachine.py): every declared run trained under AVX2
 # and under the plainest kernels, each into its own store in .cache/crossmachine/, then the
 # referee and the verdict tests on each; the table of numbers goes to .cache/crossmachine/table.md.
-# RECORD=1 trains five variants (three arithmetics, two more seeds) and records their spread in
+# RECORD=1 trains seven variants (seed 0 under three arithmetics, four more seeds) and records
+# their spread in
 # tests/recorded/headlines.json first. RUN=name (several: RUN="a b") trains, records and checks
-# those runs only, the variants side by side: a minute-long run's five variants take minutes.
+# those runs only, the variants side by side: a minute-long run's variants take minutes.
 # Without RUN, every run: about 10 minutes a variant on two cores. CI: weekly.
 crossmachine: setup
 	$(BIN)/python -m booktools.checks.crossmachine $(if $(RECORD),--record) \

@@ -45,6 +45,7 @@ __all__ = [
     "ConvLayer",
     "GRULayer",
     "SelfAttentionLayer",
+    "calls_filling",
     "fitted_slope",
     "self_attention_flops",
     "self_attention_gradient_reach",
@@ -185,7 +186,7 @@ def self_attention_flops(n: int, num_hiddens: int) -> dict[str, int]:
     }
 
 
-def _calls_filling(compute: Callable[[], object], seconds: float) -> tuple[Callable[[], None], int]:
+def calls_filling(compute: Callable[[], object], seconds: float) -> tuple[Callable[[], None], int]:
     """A loop of as many calls of `compute` as fill `seconds` of CPU time, and their number."""
     compute()  # warm: the first call pays for what happens once
     start = time.thread_time()
@@ -228,7 +229,7 @@ def self_attention_timings(repeats: int = 5) -> dict[str, dict[str, list | float
         for n in SEQUENCE_LENGTHS:
             x = torch.randn(1, n, TIMING_WIDTH)
             loops = {
-                name: _calls_filling(partial(layer, x), MIN_SECONDS)
+                name: calls_filling(partial(layer, x), MIN_SECONDS)
                 for name, layer in layers.items()
             }
             times = interleaved_seconds(

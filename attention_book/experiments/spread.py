@@ -9,8 +9,10 @@ again under other arithmetic and other seeds (``make crossmachine RECORD=1``, se
 - the arithmetic: PyTorch's vector kernels (``ATEN_CPU_CAPABILITY``), MKL's code path
   (``MKL_CBWR``) and oneDNN's instructions (``ONEDNN_MAX_CPU_ISA``) held to AVX2, or to the
   plainest code each has, emulate the CPUs most readers have on any machine;
-- the seed: every training's seed shifted by 1 and by 2 (`attention_book.store.seed_offset`),
-  under the AVX2 arithmetic.
+- the seed: every training's seed shifted by 1 to 4 (`attention_book.store.seed_offset`),
+  under the AVX2 arithmetic: with seed 0 under AVX2, five independent trainings, which a
+  comparison reads apart from the rounding (`seed_pairs`, `rounding_values`, and the words of
+  `seed_comparison`).
 
 ``tests/recorded/headlines.json`` keeps each variant's numbers. The rule that turns them into
 a tolerance (`allowed_range`): a fresh number may fall anywhere between the smallest and the
@@ -23,10 +25,12 @@ holds every stored result to it, and says by how much a number left it.
 from __future__ import annotations
 
 import json
+import math
 import multiprocessing
+import statistics
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -38,6 +42,7 @@ from attention_book.store import Run, is_cached
 
 __all__ = [
     "HEADLINES",
+    "SEED_SETTING",
     "allowed_range",
     "check_headlines",
     "cpu_capability",
@@ -45,6 +50,10 @@ __all__ = [
     "record_headlines",
     "recorded_pairs",
     "recorded_values",
+    "rounding_values",
+    "seed_comparison",
+    "seed_of",
+    "seed_pairs",
     "train",
 ]
 
@@ -164,6 +173,101 @@ def _advice(run: Run) -> str:
         "machine's numbers as a variant (make crossmachine RECORD=1 keeps the recorded ones) "
         "once the chapter's verdicts hold for them."
     )
+
+
+#: The arithmetic under which the recorded seeds are independent trainings: ``"avx2"`` is seed 0,
+#: ``"avx2 seed+N"`` seed N. The other variants (``"native ..."``, ``"default"``) are seed 0 under
+#: other rounding: the same training, rounded differently, not another draw.
+SEED_SETTING = "avx2"
+
+
+def seed_of(variant: str) -> int | None:
+    """The seed of a recorded variant that is an independent training, or None for rounding.
+
+    Args:
+        variant: A recorded variant's name (``"avx2 seed+3"``, ``"native AVX512"``).
+
+    Returns:
+        The seed offset (0 for ``"avx2"``), or None for a variant of other arithmetic.
+    """
+    setting, _, seed = variant.partition(" ")
+    if setting != SEED_SETTING:
+        return None
+    if not seed:
+        return 0
+    return int(seed[5:]) if seed.startswith("seed+") and seed[5:].isdigit() else None
+
+
+def seed_pairs(first: tuple[str, str], second: tuple[str, str]) -> list[tuple[float, float]]:
+    """Two recorded numbers side by side in every independent seed that recorded both.
+
+    Args:
+        first: (run name, label) of the first number.
+        second: (run name, label) of the second.
+
+    Returns:
+        One (first, second) pair per seed, in the order of the seeds.
+    """
+    a, b = recorded_values(first[0]), recorded_values(second[0])
+    seeds = sorted(
+        (seed, variant)
+        for variant in a
+        if (seed := seed_of(variant)) is not None
+        and variant in b
+        and first[1] in a[variant]
+        and second[1] in b[variant]
+    )
+    return [(a[variant][first[1]], b[variant][second[1]]) for _, variant in seeds]
+
+
+def rounding_values(name: str, label: str) -> dict[str, float]:
+    """One number of seed 0 in every recorded arithmetic: how far rounding alone moves it.
+
+    Args:
+        name: The run.
+        label: The headline number.
+
+    Returns:
+        ``{variant: number}`` for seed 0 under each arithmetic (``"avx2"`` included).
+    """
+    found = {}
+    for variant, numbers in recorded_values(name).items():
+        setting, _, seed = variant.partition(" ")
+        zero = seed_of(variant) == 0 or (setting in ("native", "default") and "seed+" not in seed)
+        if zero and label in numbers:
+            found[variant] = numbers[label]
+    return found
+
+
+def seed_comparison(pairs: Sequence[tuple[float, float]]) -> tuple[int, str]:
+    """The book's words for a comparison of two configurations over independent seeds.
+
+    The rule, stated on the notation page: the first is ahead (or behind) "in every seed" when
+    every seed's difference has the same sign; "on average, not in every seed" when the signs
+    differ but the mean difference is more than twice its standard error (the differences'
+    standard deviation over the square root of their number); otherwise "the seeds cannot
+    tell them apart".
+
+    Args:
+        pairs: (first, second) in each seed.
+
+    Returns:
+        (1 if the first is ahead, -1 if behind, 0 if the seeds cannot tell), and the words.
+
+    Raises:
+        ValueError: If `pairs` is empty.
+    """
+    if not pairs:
+        raise ValueError("pairs must hold at least one seed's numbers, got none")
+    differences = [a - b for a, b in pairs]
+    if all(d > 0 for d in differences) or all(d < 0 for d in differences):
+        return (1 if differences[0] > 0 else -1), "in every seed"
+    mean = statistics.fmean(differences)
+    if len(differences) > 1:
+        error = statistics.stdev(differences) / math.sqrt(len(differences))
+        if abs(mean) > 2 * error:
+            return (1 if mean > 0 else -1), "on average, not in every seed"
+    return 0, "the seeds cannot tell them apart"
 
 
 def recorded_values(name: str, path: Path = HEADLINES) -> dict[str, dict[str, float]]:

@@ -31,15 +31,18 @@ from attention_book.experiments.bahdanau import (
     bahdanau_translate,
     token_bleu,
 )
-from attention_book.experiments.spread import recorded_pairs
+from attention_book.experiments.spread import rounding_values, seed_comparison, seed_pairs
 from attention_book.plotting import BOOK_STYLE, markdown_table, new_figure, show_heatmaps
 from attention_book.timing import apart, interleaved_seconds, torch_threads
 
 __all__ = [
+    "DECODING_REPEATS",
+    "DECODING_TIMED",
     "FIGURES",
     "bahdanau_alignment",
     "bahdanau_bleu_by_length",
     "bahdanau_decoding_table",
+    "bahdanau_decoding_times",
     "bahdanau_diagram",
     "bahdanau_exercise_length_penalty",
     "bahdanau_exercise_long_bleu",
@@ -47,6 +50,7 @@ __all__ = [
     "bahdanau_samples_table",
     "bahdanau_summary",
     "bahdanau_verdict",
+    "beam_time_words",
     "bucket_label",
     "diagram_arrow",
     "diagram_axes",
@@ -291,7 +295,7 @@ def bahdanau_verdict(
     bleu_first: dict[str, float],
     bleu_last: dict[str, float],
     cpu_seconds: dict[str, float],
-    recorded: Sequence[tuple[float, float]],
+    seeds: Sequence[tuple[float, float]],
     alignment: Sequence[int],
     source_tokens: Sequence[str],
     target_tokens: Sequence[str],
@@ -305,8 +309,8 @@ def bahdanau_verdict(
         bleu_last: The same on the longest sources (the last bucket).
         cpu_seconds: CPU seconds of each model's training ("plain", "attention"): the work
             of the process, which a shared machine's load distorts far less than wall time.
-        recorded: (attention, plain) greedy test BLEU in each recorded training (other CPU
-            arithmetic, other seeds: `attention_book.experiments.spread`).
+        seeds: (attention, plain) greedy test BLEU in each recorded independent seed
+            (`attention_book.experiments.spread.seed_pairs`).
         alignment: For each token the attention model generated in the alignment figure, the
             source position it gives its largest weight.
         source_tokens: The figure's source tokens.
@@ -317,16 +321,16 @@ def bahdanau_verdict(
     Returns:
         ``"trend_plain"`` and ``"trend_attention"``: how each model's BLEU moves from the
         shortest sources to the longest (`length_trend`); ``"epoch_time"``: a sentence on the
-        two trainings' CPU time, worded from their ratio; ``"recorded_order"``: the two
-        models' order over the recorded trainings; ``"short_source"``: whether the plain model
-        is already weak on the shortest sources; ``"alignment_path"``: whether the path of the
-        largest weights turns back, and where.
+        two trainings' CPU time, worded from their ratio; ``"seed_order"``: the two
+        models' order over the seeds, in the words of `seed_comparison`; ``"short_source"``:
+        whether the plain model is already weak on the shortest sources;
+        ``"alignment_path"``: whether the path of the largest weights turns back, and where.
 
     Raises:
-        ValueError: If `recorded` is empty.
+        ValueError: If `seeds` is empty.
     """
-    if not recorded:
-        raise ValueError("recorded must hold the recorded trainings' BLEU, got none")
+    if not seeds:
+        raise ValueError("seeds must hold the recorded seeds' BLEU, got none")
     words = {
         f"trend_{name}": length_trend(bleu_first[name], bleu_last[name])
         for name in ("plain", "attention")
@@ -349,12 +353,18 @@ def bahdanau_verdict(
             f"Same epochs, about the same work: training the attention model took {ratio:.2f} "
             "times the CPU time of the plain model."
         )
-    gaps = [a - p for a, p in recorded]
-    words["recorded_order"] = (
-        f"the attention model ahead in every one, by {min(gaps):.1f} to {max(gaps):.1f} points"
-        if min(gaps) > 0
-        else f"the attention model ahead in {sum(g > 0 for g in gaps)} of them only"
-    )
+    gaps = [a - p for a, p in seeds]
+    way, rule = seed_comparison(seeds)
+    if way == 0:
+        words["seed_order"] = f"{rule} ({sum(g > 0 for g in gaps)} of {len(gaps)} favour attention)"
+    else:
+        side = "ahead" if way > 0 else "behind"
+        spread = f"{min(gaps):.1f} to {max(gaps):.1f} points"
+        words["seed_order"] = (
+            f"the attention model is {side} {rule}, by {spread}"
+            if rule == "in every seed"
+            else f"the attention model is {side} {rule} (the gap ranged from {spread})"
+        )
     gap = bleu_first["attention"] - bleu_first["plain"]
     if gap > margin:
         words["short_source"] = f"already weak there, {gap:.1f} BLEU points behind"
@@ -382,8 +392,10 @@ def _digit_tokens(sentence: str) -> list[str]:
     return [token for token in sentence.split() if any(c.isdigit() for c in token)]
 
 
-#: How many test sentences the decoding times are measured on, and how many runs of each.
-DECODING_TIMED, DECODING_REPEATS = 64, 5
+#: How many test sentences the decoding times are measured on ...
+DECODING_TIMED = 64
+#: ... and how many runs of each way of decoding.
+DECODING_REPEATS = 5
 
 
 @functools.cache
@@ -418,7 +430,7 @@ def _ratio(slow: Sequence[float], fast: Sequence[float]) -> tuple[float, float, 
             max(slow) / min(fast))  # fmt: skip
 
 
-def _compared(beam: Sequence[float], greedy: Sequence[float]) -> str:
+def beam_time_words(beam: Sequence[float], greedy: Sequence[float]) -> str:
     """How beam search's time compares with greedy decoding one sentence at a time, in words.
 
     By the book's rule for timings (`attention_book.timing.apart`): "times as long" only when
@@ -451,9 +463,13 @@ def bahdanau_facts() -> dict[str, str]:
         for name in ("plain", "attention")
     }
     gaps = [a - p for a, p in zip(scores["attention"], scores["plain"], strict=True)]
-    recorded = recorded_pairs(
+    seeds = seed_pairs(
         ("bahdanau-attention", "BLEU, attention, greedy"), ("bahdanau-plain", "BLEU, plain, greedy")
     )
+    rounding = [
+        rounding_values(run, f"BLEU, {name}, greedy")
+        for run, name in (("bahdanau-attention", "attention"), ("bahdanau-plain", "plain"))
+    ]
     exact = bahdanau_exact_match_by_bucket(result["greedy"]["plain"], references, lengths)[0]
     with_digits = [i for i, reference in enumerate(references) if _digit_tokens(reference)]
     copied = {
@@ -480,7 +496,9 @@ def bahdanau_facts() -> dict[str, str]:
         "buckets": str(len(gaps)),
         "gap_first": f"{gaps[0]:.1f}",
         "gap_last": f"{gaps[-1]:.1f}",
-        "recorded_trainings": str(len(recorded)),
+        "seeds": str(len(seeds)),
+        "rounding_arithmetics": str(min(len(values) for values in rounding)),
+        "rounding_shift": f"{max(max(v.values()) - min(v.values()) for v in rounding):.1f}",
         "num_hiddens_plain": str(result["num_hiddens"]["plain"]),
         "exact_plain_first": f"{exact:.1f}",
         "digit_sentences": f"{len(with_digits):,}",
@@ -495,18 +513,20 @@ def bahdanau_facts() -> dict[str, str]:
         "timed_runs": str(DECODING_REPEATS),
         "beam_time_ratio": f"{batched[0]:.1f}",
         "beam_time_range": f"{batched[1]:.1f} to {batched[2]:.1f}",
-        "beam_vs_single": _compared(times["beam"], times["greedy, one at a time"]),
+        "beam_vs_single": beam_time_words(times["beam"], times["greedy, one at a time"]),
     }
-    for column, name in enumerate(("attention", "plain")):  # the columns of `recorded`
+    for column, name in enumerate(("attention", "plain")):  # the columns of `seeds`
         facts[f"bleu_first_{name}"] = f"{scores[name][0]:.1f}"
         facts[f"bleu_last_{name}"] = f"{scores[name][-1]:.1f}"
-        facts[f"recorded_low_{name}"] = f"{min(pair[column] for pair in recorded):.1f}"
-        facts[f"recorded_high_{name}"] = f"{max(pair[column] for pair in recorded):.1f}"
+        values = [pair[column] for pair in seeds]
+        facts[f"seed_mean_{name}"] = f"{sum(values) / len(values):.1f}"
+        facts[f"seed_low_{name}"] = f"{min(values):.1f}"
+        facts[f"seed_high_{name}"] = f"{max(values):.1f}"
     return facts | bahdanau_verdict(
         bleu_first={name: scores[name][0] for name in scores},
         bleu_last={name: scores[name][-1] for name in scores},
         cpu_seconds=result["train_cpu_seconds"],
-        recorded=recorded,
+        seeds=seeds,
         alignment=positions.tolist(),
         source_tokens=source_tokens,
         target_tokens=target_tokens,

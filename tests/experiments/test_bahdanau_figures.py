@@ -26,7 +26,7 @@ def verdict(**numbers: Any) -> dict[str, str]:
         "bleu_first": {"plain": 42.5, "attention": 96.4},
         "bleu_last": {"plain": 25.6, "attention": 85.4},
         "cpu_seconds": {"plain": 30.0, "attention": 52.0},
-        "recorded": [(92.3, 29.4), (85.5, 26.1), (92.8, 29.5)],
+        "seeds": [(92.3, 29.4), (85.5, 26.1), (92.8, 29.5)],
         "alignment": [0, 1, 2, 3],
         "source_tokens": ["on", "july", "6", ",", "<eos>"],
         "target_tokens": ["le", "6", "juillet", ","],
@@ -60,14 +60,19 @@ def test_the_epoch_time_sentence_follows_the_cpu_time_ratio_in_either_direction(
     assert "about the same work" in same and "1.04 times" in same
 
 
-def test_the_recorded_order_says_whether_attention_was_ahead_in_every_training():
-    assert verdict()["recorded_order"] == (
-        "the attention model ahead in every one, by 59.4 to 63.3 points"
+def test_the_seed_order_is_worded_by_the_books_rule():
+    assert verdict()["seed_order"] == (
+        "the attention model is ahead in every seed, by 59.4 to 63.3 points"
     )
-    mixed = verdict(recorded=[(30.0, 29.0), (28.0, 29.0)])["recorded_order"]
-    assert mixed == "the attention model ahead in 1 of them only"
-    with pytest.raises(ValueError, match="recorded"):
-        verdict(recorded=[])
+    mixed = verdict(seeds=[(30.0, 29.0), (28.0, 29.0)])["seed_order"]
+    assert mixed == "the seeds cannot tell them apart (1 of 2 favour attention)"
+    mostly = [(31.0, 29.0), (32.0, 29.0), (31.5, 29.0), (28.8, 29.0), (31.0, 29.0)]
+    assert verdict(seeds=mostly)["seed_order"] == (
+        "the attention model is ahead on average, not in every seed (the gap ranged from -0.2 to "
+        "3.0 points)"
+    )
+    with pytest.raises(ValueError, match="seeds"):
+        verdict(seeds=[])
 
 
 def test_the_alignment_path_says_where_it_turns_back():
@@ -82,36 +87,36 @@ def test_the_alignment_path_says_where_it_turns_back():
 
 def test_the_stored_run_reads_as_the_pages_say():
     from attention_book.experiments.bahdanau import bahdanau_experiment
-    from attention_book.experiments.spread import recorded_pairs
+    from attention_book.experiments.spread import seed_pairs
     from attention_book.figures.bahdanau import bahdanau_facts
 
     facts = bahdanau_facts()
     ratio = bahdanau_experiment()["train_cpu_seconds"]
     assert str(round(ratio["attention"] / ratio["plain"], 1)) in facts["epoch_time"]
-    pairs = recorded_pairs(
+    pairs = seed_pairs(
         ("bahdanau-attention", "BLEU, attention, greedy"), ("bahdanau-plain", "BLEU, plain, greedy")
     )
-    assert facts["recorded_trainings"] == str(len(pairs))
-    assert facts["recorded_high_plain"] == f"{max(plain for _, plain in pairs):.1f}"
+    assert facts["seeds"] == str(len(pairs))
+    assert facts["seed_high_plain"] == f"{max(plain for _, plain in pairs):.1f}"
     assert int(facts["alignment_peaked"]) <= int(facts["alignment_generated"])
 
 
 @pytest.mark.parametrize("page", ["bahdanau.md", "introduction.md"])
 def test_the_pages_word_the_findings_from_the_build(page):
     text = (CHAPTERS / page).read_text(encoding="utf-8")
-    for key in ("trend_plain", "trend_attention", "epoch_time", "recorded_order"):
+    for key in ("trend_plain", "trend_attention", "epoch_time", "seed_order", "seeds"):
         assert f"{{{{ build:bahdanau_facts.{key} }}}}" in text, key
 
 
 def test_beam_search_time_is_worded_by_the_timing_rule():
-    from attention_book.figures.bahdanau import _compared
+    from attention_book.figures.bahdanau import beam_time_words
 
-    slower = _compared([2.0, 2.2, 2.1], [1.0, 1.1, 1.05])
+    slower = beam_time_words([2.0, 2.2, 2.1], [1.0, 1.1, 1.05])
     assert slower == "took 2.0 times as long as greedy decoding one sentence at a time (1.8 to 2.2)"
-    overlapping = _compared([1.0, 1.3, 1.2], [0.9, 1.1, 1.0])
+    overlapping = beam_time_words([1.0, 1.3, 1.2], [0.9, 1.1, 1.0])
     assert overlapping.startswith("was within noise of greedy decoding one sentence at a time")
     assert "the medians' ratio is 1.2" in overlapping
-    assert _compared([0.5, 0.6], [1.0, 1.1]).startswith("was faster than greedy decoding")
+    assert beam_time_words([0.5, 0.6], [1.0, 1.1]).startswith("was faster than greedy decoding")
 
 
 def test_the_decoding_page_times_the_search_beside_both_greedy_decodings():

@@ -71,7 +71,7 @@ def test_each_timed_run_is_a_loop_long_enough_for_the_clock(monkeypatch):
 
     monkeypatch.setattr(self_attention_module.time, "thread_time", clock)
     done = []
-    loop, calls = self_attention_module._calls_filling(lambda: done.append(1), 0.02)
+    loop, calls = self_attention_module.calls_filling(lambda: done.append(1), 0.02)
     assert calls == 20  # 20 calls of a millisecond fill 0.02 s
     done.clear()
     loop()

@@ -155,3 +155,49 @@ def test_every_spread_covers_three_arithmetics_and_three_seeds(name):
     assert {"avx2", "avx2 seed+1", "avx2 seed+2"} <= set(variants), sorted(variants)
     labels = [sorted(v["numbers"]) for v in variants.values()]
     assert all(found == labels[0] for found in labels), "every variant records every number"
+
+
+def test_seeds_are_the_variants_of_one_arithmetic_and_rounding_the_others():
+    from attention_book.experiments.spread import seed_of
+
+    assert [seed_of(v) for v in ("avx2", "avx2 seed+1", "avx2 seed+4")] == [0, 1, 4]
+    assert seed_of("native AVX512") is None and seed_of("default") is None
+    assert seed_of("avx2 (ran DEFAULT)") is None  # not the arithmetic the seeds share
+
+
+def test_seed_pairs_and_rounding_read_the_record_apart(tmp_path, monkeypatch):
+    from attention_book.experiments import spread
+
+    variants = {
+        "native AVX512": 30.0,
+        "avx2": 29.0,
+        "default": 29.5,
+        "avx2 seed+1": 25.0,
+        "avx2 seed+2": 27.0,
+    }
+    path = tmp_path / "headlines.json"
+    a = {v: {"numbers": {"x": n}} for v, n in variants.items()}
+    b = {v: {"numbers": {"y": n - 10}} for v, n in variants.items()}
+    record = {"a": {"version": 1, "variants": a}, "b": {"version": 1, "variants": b}}
+    path.write_text(json.dumps(record))
+    monkeypatch.setattr(spread, "HEADLINES", path)
+    monkeypatch.setattr(spread.recorded_values, "__defaults__", (path,))
+    assert spread.seed_pairs(("a", "x"), ("b", "y")) == [(29.0, 19.0), (25.0, 15.0), (27.0, 17.0)]
+    assert spread.rounding_values("a", "x") == {
+        "native AVX512": 30.0,
+        "avx2": 29.0,
+        "default": 29.5,
+    }
+
+
+def test_the_words_of_a_comparison_over_seeds_follow_one_rule():
+    from attention_book.experiments.spread import seed_comparison
+
+    assert seed_comparison([(2.0, 1.0), (3.0, 1.0), (2.5, 2.0)]) == (1, "in every seed")
+    assert seed_comparison([(1.0, 2.0), (1.0, 3.0)]) == (-1, "in every seed")
+    mostly = [(3.0, 1.0), (4.0, 1.0), (3.5, 1.0), (0.8, 1.0), (3.0, 1.0)]
+    assert seed_comparison(mostly) == (1, "on average, not in every seed")
+    even = [(1.0, 2.0), (2.0, 1.0), (1.5, 1.4)]
+    assert seed_comparison(even) == (0, "the seeds cannot tell them apart")
+    with pytest.raises(ValueError, match="at least one seed"):
+        seed_comparison([])
