@@ -18,7 +18,7 @@ from attention_book.experiments.multihead import (
     multihead_neighbor_batch,
     multihead_trained_model,
 )
-from attention_book.experiments.spread import recorded_values
+from attention_book.experiments.spread import recorded_values, seed_of
 from attention_book.plotting import BOOK_STYLE, new_figure, show_heatmaps
 
 __all__ = [
@@ -165,7 +165,7 @@ def multihead_verdict(
             (`multihead_neighbour_weights`).
         after: The same on the token after.
         recorded: The two-head model's mean accuracy (both answers, all seeds, in %) in each
-            recorded training (other CPU arithmetic, other seeds).
+            recorded seed of the experiment (`attention_book.experiments.spread.seed_of`).
 
     Returns:
         ``"weak"``: the answer the one-head model reads worse (``"before"`` or ``"after"``);
@@ -273,7 +273,12 @@ def multihead_facts() -> dict[str, str]:
     """
     one_head, two_heads = multihead_binding(1), multihead_binding(2)
     runs = multihead_experiment()["runs"]
-    recorded = [n["accuracy %, 2 heads"] for n in recorded_values("multihead").values()]
+    seeds = sorted(
+        (seed, n["accuracy %, 2 heads"])
+        for variant, n in recorded_values("multihead").items()
+        if (seed := seed_of(variant)) is not None
+    )
+    recorded = [accuracy for _, accuracy in seeds]  # independent seeds, not rounding
     weak = _weak_answer(one_head)
     one = [run["train_loss"][-1] for run in runs if run["num_heads"] == 1]
     more = [run["train_loss"][-1] for run in runs if run["num_heads"] > 1]

@@ -17,7 +17,11 @@ from matplotlib.figure import Figure
 
 from attention_book.data.text import tokenize
 from attention_book.experiments.bahdanau import LENGTH_BUCKETS, bahdanau_data, token_bleu
-from attention_book.experiments.spread import recorded_pairs, recorded_values
+from attention_book.experiments.spread import (
+    recorded_values,
+    seed_comparison,
+    seed_pairs,
+)
 from attention_book.experiments.transformer_studies import (
     LENGTH_SPLIT_CONFIG,
     NORM_CONFIG,
@@ -224,7 +228,7 @@ def transformer_studies_verdict(
         warmup_steps: The warmup of the third stack (the main run's).
         peak: The peak learning rate (the first two stacks' constant rate).
         recorded_post_pre: The post-norm and the pre-norm stack's loss of the last 10 steps in
-            each recorded training (`recorded_pairs`).
+            each recorded seed (`seed_pairs`).
         recorded_warmup: The post-norm stack's with and without warmup, the same way.
         lengths: The numbers of tokens decoded, shortest first.
         cache: Seconds to decode each length with the cache: every repeat, a list per length.
@@ -313,12 +317,16 @@ def transformer_studies_verdict(
     words["norm_warm_change"] = "lower" if warm < post else "higher"
     words["norm_warm_pre"] = " and below" if warm < pre else ", and not below"
     recorded = {"norm_recorded_pre": recorded_post_pre, "norm_recorded_warmup": recorded_warmup}
-    for key, pairs in recorded.items():
+    for key, pairs in recorded.items():  # the book's rule for words over seeds
+        way, rule = seed_comparison(pairs)
         below = sum(a < b for a, b in pairs)
-        if below in (0, len(pairs)):
-            words[key] = f"{'below' if below else 'above'} in every one of the {len(pairs)}"
+        count = f"below in {below} of the {len(pairs)}"
+        if way == 0:
+            words[key] = f"{rule} ({count})"
+        elif rule == "in every seed":
+            words[key] = f"{'above' if way > 0 else 'below'} in every seed"
         else:
-            words[key] = f"below in {below} of the {len(pairs)} and above in the others"
+            words[key] = f"{'above' if way > 0 else 'below'} {rule} ({count})"
 
     ratios = [
         statistics.median(slow) / statistics.median(fast)
@@ -399,8 +407,8 @@ def transformer_studies_facts() -> dict[str, str]:
     config = NORM_WARMUP_CONFIG.norm.transformer
     loss = "loss of the last 10 steps, {}"
     norm = ("transformer-norm", loss.format("post-norm"))
-    recorded_post_pre = recorded_pairs(norm, ("transformer-norm", loss.format("pre-norm")))
-    recorded_warmup = recorded_pairs(
+    recorded_post_pre = seed_pairs(norm, ("transformer-norm", loss.format("pre-norm")))
+    recorded_warmup = seed_pairs(
         ("transformer-norm-warmup", loss.format("post-norm, warm-up")), norm
     )
 
@@ -426,6 +434,8 @@ def transformer_studies_facts() -> dict[str, str]:
 
     mean = {name: sum(curve[-10:]) / 10 for name, curve in norm_losses.items()}
     better, worse = mean[words["norm_better"]], mean[words["norm_worse"]]
+    post_width = _width(post for post, _ in recorded_post_pre)
+    pre_width = _width(pre for _, pre in recorded_post_pre)
     facts |= {
         "norm_first_post": f"{norm_losses['post-norm'][0]:.2f}",
         "norm_first_pre": f"{norm_losses['pre-norm'][0]:.2f}",
@@ -436,6 +446,10 @@ def transformer_studies_facts() -> dict[str, str]:
         "norm_warm": f"{mean['post-norm, warm-up']:.2f}",
         "norm_warm_gap": f"{abs(mean['post-norm'] - mean['post-norm, warm-up']):.2f}",
         "norm_pre": f"{mean['pre-norm']:.2f}",
+        "norm_seeds": str(len(recorded_post_pre)),
+        "norm_seed_post": "{:.2f} to {:.2f}".format(*_low_high(a for a, _ in recorded_post_pre)),
+        "norm_seed_pre": "{:.2f} to {:.2f}".format(*_low_high(b for _, b in recorded_post_pre)),
+        "norm_spread_ratio": f"{post_width / max(pre_width, 1e-9):.0f}",
     }
 
     ratios = [slow / fast for slow, fast in zip(no_cache, cache, strict=True)]
@@ -465,6 +479,18 @@ def transformer_studies_facts() -> dict[str, str]:
         facts[f"kv_{name}_token_last"] = f"{values[-1]:.1f}"
         facts[f"kv_{name}_token_growth"] = f"{values[-1] / values[0]:.1f}"
     return facts | words
+
+
+def _low_high(values) -> tuple[float, float]:
+    """The smallest and the largest of some numbers."""
+    values = list(values)
+    return min(values), max(values)
+
+
+def _width(values) -> float:
+    """How far apart the smallest and the largest of some numbers are."""
+    low, high = _low_high(values)
+    return high - low
 
 
 def _milliseconds_range(seconds: Sequence[float]) -> str:

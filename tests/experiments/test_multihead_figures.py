@@ -127,8 +127,12 @@ def test_the_cached_runs_read_as_the_alt_texts_say():
     facts = multihead_facts()
     if len(steep) < len(more):
         assert facts["loss_fall"].startswith("Not every two- or four-head run falls below 1%")
-    # The heatmaps: "four heads: each attends mostly to one of the two neighbours".
-    assert facts["heads"].startswith("each head serves one of the two neighbours")
+    # The heatmaps' alt text claims no assignment of heads to neighbours: it changes from seed to
+    # seed (seeds 3 and 4 of the record), and the build's sentence (`facts["heads"]`) says it.
+    alt = PAGE.read_text(encoding="utf-8").split("(../figures/multihead_head_heatmaps.svg)")[0]
+    alt = alt[alt.rindex("![") :]
+    assert "each attends" not in alt and "almost only" not in alt
+    assert facts["heads"]
 
 
 def test_the_page_words_its_verdicts_from_the_build():

@@ -439,10 +439,16 @@ def test_the_norm_verdict_follows_the_three_stacks_numbers():
 
 def test_the_norm_verdict_says_whether_each_comparison_holds_in_every_recorded_training():
     words = verdict()
-    assert words["norm_recorded_pre"] == "above in every one of the 2"
-    assert words["norm_recorded_warmup"] == "above in every one of the 2"
+    assert words["norm_recorded_pre"] == "above in every seed"
+    assert words["norm_recorded_warmup"] == "above in every seed"
     mixed = verdict(recorded_warmup=[(3.0, 2.2), (2.0, 3.1)])
-    assert mixed["norm_recorded_warmup"] == "below in 1 of the 2 and above in the others"
+    assert mixed["norm_recorded_warmup"] == (
+        "the seeds cannot tell them apart (below in 1 of the 2)"
+    )
+    mostly = [(3.0, 2.0), (3.1, 2.0), (3.2, 2.0), (1.9, 2.0), (3.0, 2.0)]
+    assert verdict(recorded_post_pre=mostly)["norm_recorded_pre"] == (
+        "above on average, not in every seed (below in 1 of the 5)"
+    )
     with pytest.raises(ValueError, match="must not be empty"):
         verdict(recorded_post_pre=[])
 
@@ -451,8 +457,9 @@ def test_the_norm_page_reads_the_stacks_through_the_build():
     from attention_book.figures.transformer_studies import transformer_norm_facts
 
     text = chapter_text("transformer-norms.md")
-    for key in ("better", "rate", "warm_change", "warm_pre", "recorded_pre", "recorded_warmup"):
+    for key in ("better", "rate", "warm_change", "warm_pre", "recorded_pre", "recorded_warmup",
+                "seeds", "seed_post", "seed_pre", "spread_ratio"):  # fmt: skip
         assert f"{{{{ build:transformer_norm_facts.{key} }}}}" in text, key
-    assert "cannot tell its effect apart from that of the random seed." in text
+    assert "Post-norm's losses over the seeds ranged from" in text  # its spread, read
     facts = transformer_norm_facts()
     assert float(facts["better_loss"]) <= float(facts["worse_loss"])
