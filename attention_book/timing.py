@@ -103,23 +103,35 @@ def median_seconds(
     Raises:
         ValueError: If `repeats` is less than 1 or `min_seconds` is negative.
     """
-    if min_seconds < 0:
-        raise ValueError(f"min_seconds must be at least 0, got {min_seconds}")
-    if warm_up:
+    if warm_up and min_seconds >= 0:  # a bad min_seconds fails before any work
         compute()
-    calls = 1
-    if min_seconds > 0:  # a second call, warm now, says how many fill min_seconds
-        start = clock()
-        compute()
-        calls = max(1, math.ceil(min_seconds / max(clock() - start, 1e-9)))
+    calls = _calls_to_fill(compute, min_seconds, clock)
     if calls == 1:
         return statistics.median(_seconds(compute, repeats, clock))
+    return statistics.median(_seconds(_loop(compute, calls), repeats, clock)) / calls
+
+
+def _calls_to_fill(
+    compute: Callable[[], object], min_seconds: float, clock: Callable[[], float]
+) -> int:
+    """How many calls of `compute` fill `min_seconds`, read off one timed call (1 for 0)."""
+    if min_seconds < 0:
+        raise ValueError(f"min_seconds must be at least 0, got {min_seconds}")
+    if min_seconds == 0:
+        return 1
+    start = clock()
+    compute()
+    return max(1, math.ceil(min_seconds / max(clock() - start, 1e-9)))
+
+
+def _loop(compute: Callable[[], object], calls: int) -> Callable[[], None]:
+    """`compute` called `calls` times in a row."""
 
     def loop() -> None:
         for _ in range(calls):
             compute()
 
-    return statistics.median(_seconds(loop, repeats, clock)) / calls
+    return loop
 
 
 def _seconds(compute: Callable[[], object], repeats: int, clock: Callable[[], float]) -> list:
@@ -139,13 +151,16 @@ def interleaved_seconds(
     clock: Callable[[], float] = time.thread_time,
     *,
     warm_up: bool = True,
+    min_seconds: float = 0.0,
 ) -> dict[str, list[float]]:
     """Time several computations in turns (A, B, A, B, ...), after one untimed run of each.
 
     Taking turns spreads whatever disturbs the machine (another process, a frequency change)
     over all of them alike, where timing A's repeats and then B's would give it to one. The
     result keeps every repeat, so that a comparison can show its spread (`spread`) and say
-    when two are within noise (`apart`).
+    when two are within noise (`apart`). Work that takes a fraction of a millisecond is timed
+    in a loop, as `median_seconds` times it: each run calls it as many times as one call says
+    fill `min_seconds`, and counts the time per call.
 
     Args:
         computations: What to time, by name, each called without arguments.
@@ -153,12 +168,14 @@ def interleaved_seconds(
         clock: ``time.thread_time`` (CPU time of this thread: the work, which other
             processes do not inflate) or ``time.perf_counter`` (wall clock: the waiting).
         warm_up: Run each once, in the same order, before timing.
+        min_seconds: The least time of one timed run; 0 times single calls.
 
     Returns:
-        ``{name: [seconds of each repeat]}``, in the order of `computations`.
+        ``{name: [seconds per call of each repeat]}``, in the order of `computations`.
 
     Raises:
-        ValueError: If `repeats` is less than 1 or `computations` is empty.
+        ValueError: If `repeats` is less than 1, `min_seconds` is negative or `computations`
+            is empty.
     """
     if repeats < 1:
         raise ValueError(f"repeats must be at least 1, got {repeats}")
@@ -167,12 +184,14 @@ def interleaved_seconds(
     if warm_up:
         for compute in computations.values():
             compute()
+    calls = {name: _calls_to_fill(c, min_seconds, clock) for name, c in computations.items()}
+    runs = {name: _loop(compute, calls[name]) for name, compute in computations.items()}
     times: dict[str, list[float]] = {name: [] for name in computations}
     for _ in range(repeats):
-        for name, compute in computations.items():
+        for name, run in runs.items():
             start = clock()
-            compute()
-            times[name].append(clock() - start)
+            run()
+            times[name].append((clock() - start) / calls[name])
     return times
 
 

@@ -27,7 +27,6 @@ from __future__ import annotations
 import math
 import statistics
 import time
-from collections.abc import Callable
 from functools import cache, partial
 
 import torch
@@ -45,7 +44,6 @@ __all__ = [
     "ConvLayer",
     "GRULayer",
     "SelfAttentionLayer",
-    "calls_filling",
     "fitted_slope",
     "self_attention_flops",
     "self_attention_gradient_reach",
@@ -186,20 +184,6 @@ def self_attention_flops(n: int, num_hiddens: int) -> dict[str, int]:
     }
 
 
-def calls_filling(compute: Callable[[], object], seconds: float) -> tuple[Callable[[], None], int]:
-    """A loop of as many calls of `compute` as fill `seconds` of CPU time, and their number."""
-    compute()  # warm: the first call pays for what happens once
-    start = time.thread_time()
-    compute()
-    calls = max(1, math.ceil(seconds / max(time.thread_time() - start, 1e-9)))
-
-    def loop() -> None:
-        for _ in range(calls):
-            compute()
-
-    return loop, calls
-
-
 @cache
 def self_attention_timings(repeats: int = 5) -> dict[str, dict[str, list | float]]:
     """Forward time of each layer at each of `SEQUENCE_LENGTHS` (one sequence, one thread).
@@ -228,15 +212,12 @@ def self_attention_timings(repeats: int = 5) -> dict[str, dict[str, list | float
             layer.eval()
         for n in SEQUENCE_LENGTHS:
             x = torch.randn(1, n, TIMING_WIDTH)
-            loops = {
-                name: calls_filling(partial(layer, x), MIN_SECONDS)
-                for name, layer in layers.items()
-            }
+            calls = {name: partial(layer, x) for name, layer in layers.items()}
             times = interleaved_seconds(
-                {name: loop for name, (loop, _) in loops.items()}, repeats, time.thread_time
-            )
-            for name, (_, calls) in loops.items():
-                runs[name].append([t / calls for t in times[name]])
+                calls, repeats, time.thread_time, min_seconds=MIN_SECONDS
+            )  # conv, GRU, attention, conv, ...: seconds per call of every run
+            for name in layers:
+                runs[name].append(times[name])
     fit = [n for n in SEQUENCE_LENGTHS if n >= FIT_FROM]
     first = len(SEQUENCE_LENGTHS) - len(fit)
     results: dict[str, dict[str, list | float]] = {}

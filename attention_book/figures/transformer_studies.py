@@ -434,8 +434,8 @@ def transformer_studies_facts() -> dict[str, str]:
 
     mean = {name: sum(curve[-10:]) / 10 for name, curve in norm_losses.items()}
     better, worse = mean[words["norm_better"]], mean[words["norm_worse"]]
-    post_width = _width(post for post, _ in recorded_post_pre)
-    pre_width = _width(pre for _, pre in recorded_post_pre)
+    post = [a for a, _ in recorded_post_pre]  # post-norm's loss in each seed
+    pre = [b for _, b in recorded_post_pre]
     facts |= {
         "norm_first_post": f"{norm_losses['post-norm'][0]:.2f}",
         "norm_first_pre": f"{norm_losses['pre-norm'][0]:.2f}",
@@ -447,9 +447,9 @@ def transformer_studies_facts() -> dict[str, str]:
         "norm_warm_gap": f"{abs(mean['post-norm'] - mean['post-norm, warm-up']):.2f}",
         "norm_pre": f"{mean['pre-norm']:.2f}",
         "norm_seeds": str(len(recorded_post_pre)),
-        "norm_seed_post": "{:.2f} to {:.2f}".format(*_low_high(a for a, _ in recorded_post_pre)),
-        "norm_seed_pre": "{:.2f} to {:.2f}".format(*_low_high(b for _, b in recorded_post_pre)),
-        "norm_spread_ratio": f"{post_width / max(pre_width, 1e-9):.0f}",
+        "norm_seed_post": f"{min(post):.2f} to {max(post):.2f}",
+        "norm_seed_pre": f"{min(pre):.2f} to {max(pre):.2f}",
+        "norm_spread_ratio": f"{(max(post) - min(post)) / max(max(pre) - min(pre), 1e-9):.0f}",
     }
 
     ratios = [slow / fast for slow, fast in zip(no_cache, cache, strict=True)]
@@ -479,18 +479,6 @@ def transformer_studies_facts() -> dict[str, str]:
         facts[f"kv_{name}_token_last"] = f"{values[-1]:.1f}"
         facts[f"kv_{name}_token_growth"] = f"{values[-1] / values[0]:.1f}"
     return facts | words
-
-
-def _low_high(values) -> tuple[float, float]:
-    """The smallest and the largest of some numbers."""
-    values = list(values)
-    return min(values), max(values)
-
-
-def _width(values) -> float:
-    """How far apart the smallest and the largest of some numbers are."""
-    low, high = _low_high(values)
-    return high - low
 
 
 def _milliseconds_range(seconds: Sequence[float]) -> str:

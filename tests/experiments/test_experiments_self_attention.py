@@ -63,21 +63,6 @@ def test_timings_take_the_cpu_time_of_the_timing_thread_the_layers_in_turns(monk
         assert len(result[name]["run_slopes"]) == 3
 
 
-def test_each_timed_run_is_a_loop_long_enough_for_the_clock(monkeypatch):
-    ticks = iter(range(10_000))
-
-    def clock() -> float:  # each reading a millisecond after the last: a call takes 1 ms
-        return next(ticks) * 1e-3
-
-    monkeypatch.setattr(self_attention_module.time, "thread_time", clock)
-    done = []
-    loop, calls = self_attention_module.calls_filling(lambda: done.append(1), 0.02)
-    assert calls == 20  # 20 calls of a millisecond fill 0.02 s
-    done.clear()
-    loop()
-    assert len(done) == 20
-
-
 def test_quick_work_is_timed_in_a_loop_and_counted_per_call():
     from attention_book.timing import median_seconds
 

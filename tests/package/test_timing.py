@@ -41,3 +41,21 @@ def test_two_timings_are_apart_only_when_their_ranges_do_not_overlap():
     assert apart([1.3, 1.5], [1.0, 1.2]) == 1
     assert apart([1.0, 1.4], [1.3, 1.5]) == 0  # the medians differ, the ranges overlap
     assert apart([1.0], [1.0]) == 0
+
+
+def test_quick_work_taken_in_turns_is_timed_in_a_loop_long_enough_for_the_clock():
+    ticks = iter(range(10_000))
+
+    def clock() -> float:  # each reading a millisecond after the last: a call takes 1 ms
+        return next(ticks) * 1e-3
+
+    done = []
+    times = interleaved_seconds(
+        {"a": lambda: done.append(1)}, repeats=2, clock=clock, min_seconds=0.02
+    )
+    calls = (len(done) - 2) // 2  # after the warm-up and the call that sizes the loop
+    assert calls == 20  # 20 calls of a millisecond fill 0.02 s
+    assert len(done) == 2 + 2 * 20
+    assert times == {"a": [1e-3 / 20, 1e-3 / 20]}  # counted per call
+    with pytest.raises(ValueError, match="min_seconds must be at least 0, got -1"):
+        interleaved_seconds({"a": lambda: None}, repeats=1, min_seconds=-1)
