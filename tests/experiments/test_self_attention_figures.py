@@ -221,3 +221,16 @@ def test_a_local_slope_the_runs_move_both_ways_is_not_read():
     words = verdict(measured)
     assert words["attention_local"].startswith("changed over the last doubling by -0.26 to +0.26")
     assert words["attention_local"].endswith("the runs do not say which way it moves there.")
+
+
+def test_a_local_slope_that_moves_one_way_by_little_says_so():
+    measured = timings(power_law(1), power_law(1), power_law(2))
+    steeper, slightly = power_law(2), power_law(2)
+    steeper[-1] *= 1.2  # +0.26 over the last doubling in one run ...
+    slightly[-1] *= 1.01  # ... +0.01 in the other: the same way, not by 0.05 in both
+    measured["self-attention"]["runs"] = [[a, b] for a, b in zip(steeper, slightly, strict=True)]
+    words = verdict(measured)
+    assert words["attention_local"] == (
+        "rose over the last doubling in every run, by +0.01 to +0.26: in some runs by no more "
+        "than the 0.05 this page counts as a change."
+    )

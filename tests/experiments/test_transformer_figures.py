@@ -291,6 +291,8 @@ def test_the_cache_verdict_reads_the_trend_of_the_speed_up():
         "At 16 tokens the decoder without the cache was the faster one, in every repeat."
     )
     assert dips["kv_tokens"] == "different"
+    level = verdict(no_cache=repeats(0.015, 0.03, 0.12))  # 1.5, 1.5, 3: one step does not grow
+    assert level["kv_trend"] == "grew with the output length overall, not at every step"
     flat = verdict(no_cache=repeats(0.02, 0.03, 0.04))
     assert flat["kv_trend"] == "did not grow with the output length"
     with pytest.raises(ValueError, match="must have the same length, at least 2, got 3, 2 and 3"):
